@@ -1,0 +1,231 @@
+"""The Redis command layer: one method per operation, Lua scripts loaded by name.
+
+Everything here runs on the driver unless its docstring says otherwise, talks to one stream of
+one consumer group, and translates redis-py errors into :mod:`spark_eventbus.errors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import redis
+from redis.commands.core import Script
+
+from .connection import ConnectionSpec, client
+from .errors import NotAStreamError, translate
+from .ids import StreamId
+from .offsets import Chunk, StreamBatch
+
+_SCRIPT_NAMES = ("claim", "reclaim", "ack_range")
+
+
+def _script_text(name: str) -> str:
+    lua = resources.files("spark_eventbus") / "lua"
+    return (lua / "_lib.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def hash_tag(key: str) -> str:
+    """The part of ``key`` Redis Cluster hashes: the first non-empty ``{...}``, else the key."""
+    start = key.find("{")
+    if start >= 0:
+        end = key.find("}", start + 1)
+        if end > start + 1:
+            return key[start + 1:end]
+    return key
+
+
+def plan_key(stream: str, group: str, consumer: str) -> str:
+    """Key of the claim plan: in the stream's hash slot so one script can touch both."""
+    return f"{{{hash_tag(stream)}}}:eventbus:plan:{group}:{consumer}"
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    status: str  # ok, empty, done, loss, nogroup
+    chunk: Chunk | None
+    lost_after: str
+    lost_upto: str
+
+
+@dataclass(frozen=True)
+class ReclaimResult:
+    cursor: str
+    taken: tuple[tuple[str, int], ...]
+    dead_lettered: int
+    deleted: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    pending: int | None
+    lag: int | None  # None: unknown (Redis 7.0 after XDEL/trim, or Redis < 7)
+    last_delivered: str | None
+
+
+class StreamOps:
+    """Operations on one stream for one group/consumer."""
+
+    def __init__(self, spec: ConnectionSpec, stream: str, group: str, consumer: str) -> None:
+        self.spec = spec
+        self.stream = stream
+        self.group = group
+        self.consumer = consumer
+        self.plan_key = plan_key(stream, group, consumer)
+        self.redis = client(spec)
+        self._scripts: dict[str, Script] = {
+            name: self.redis.register_script(_script_text(name)) for name in _SCRIPT_NAMES
+        }
+
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except redis.RedisError as exc:
+            raise translate(exc, f"{what} (stream {self.stream!r}, group {self.group!r}, "
+                                 f"url {self.spec.display})", self.spec.secrets) from exc
+
+    # -- setup ---------------------------------------------------------------------------------
+
+    def ensure_group(self, starting_position: str) -> bool:
+        """Create the group (and the stream, ``MKSTREAM``) if missing. Idempotent.
+
+        Refuses a key that is not a stream. ``earliest`` starts just before the first entry
+        still in the stream, so entries trimmed long before the group existed are not reported
+        as lost. Returns True when this call created the group.
+        """
+        with self._errors("creating the consumer group"):
+            kind = _s(self.redis.type(self.stream))
+            if kind not in ("stream", "none"):
+                raise NotAStreamError(
+                    f"key {self.stream!r} at {self.spec.display} holds a {kind}, not a stream; "
+                    "spark-eventbus never overwrites it. Choose another 'stream' option.")
+            if kind == "stream":
+                for g in self.redis.xinfo_groups(self.stream):
+                    if _s(g["name"]) == self.group:
+                        return False
+            args: list[Any] = ["XGROUP", "CREATE", self.stream, self.group]
+            pos = starting_position
+            if pos in ("latest", "$"):
+                args.append("$")
+            elif pos in ("earliest", "0"):
+                start, entries_read = self._before_first_entry()
+                args += [start, "MKSTREAM", "ENTRIESREAD", entries_read]
+            else:
+                args.append(pos)
+            if "MKSTREAM" not in args:
+                args.append("MKSTREAM")
+            try:
+                self.redis.execute_command(*args)
+            except redis.ResponseError as exc:
+                if "BUSYGROUP" in str(exc):  # another query created it meanwhile
+                    return False
+                if "ENTRIESREAD" in str(exc) or "syntax" in str(exc).lower():
+                    # Redis < 7.0: no ENTRIESREAD (lag is then unknown anyway).
+                    self.redis.execute_command(*args[: args.index("MKSTREAM") + 1])
+                    return True
+                raise
+            return True
+
+    def _before_first_entry(self) -> tuple[str, int]:
+        if _s(self.redis.type(self.stream)) == "none":
+            return "0", 0
+        info = self.redis.xinfo_stream(self.stream)
+        first = info.get("first-entry")
+        if not first:
+            # Empty stream: everything after the last generated ID is new.
+            return _s(info["last-generated-id"]), int(info.get("entries-added", 0))
+        first_id = StreamId.parse(first[0])
+        added = info.get("entries-added")
+        read = int(added) - int(info["length"]) if added is not None else 0
+        return str(first_id.prev()), max(0, read)
+
+    # -- claim plan ----------------------------------------------------------------------------
+
+    def load_plan(self, run: str, seq: int) -> StreamBatch:
+        """The entries already claimed for batch (run, seq) by an earlier driver, if any."""
+        import json
+
+        with self._errors("reading the claim plan"):
+            raw = self.redis.get(self.plan_key)
+        if raw is None:
+            return StreamBatch()
+        plan = json.loads(raw)
+        if plan.get("run") != run or str(plan.get("seq")) != str(seq):
+            return StreamBatch()
+        return StreamBatch.from_json(plan)
+
+    def claim(self, count: int, run: str, seq: int, stop_after: str | None,
+              fail_on_loss: bool) -> ClaimResult:
+        """One atomic XREADGROUP > of at most ``count`` entries, recorded in the plan."""
+        with self._errors("claiming new entries"):
+            res = self._scripts["claim"](
+                keys=[self.stream, self.plan_key],
+                args=[self.group, self.consumer, count, run, str(seq), stop_after or "",
+                      "fail" if fail_on_loss else "skip"])
+        status, first, last, n, lost_after, lost_upto = (_s(x) for x in res)
+        chunk = Chunk(first, last, int(n)) if status == "ok" else None
+        return ClaimResult(status, chunk, lost_after, lost_upto)
+
+    def reclaim(self, cursor: str, count: int, min_idle_ms: int, run: str, seq: int,
+                max_deliveries: int, dead_letter_stream: str | None) -> ReclaimResult:
+        """One atomic XAUTOCLAIM pass of at most ``count`` entries (scans <= 10x that)."""
+        with self._errors("reclaiming idle entries"):
+            res = self._scripts["reclaim"](
+                keys=[self.stream, self.plan_key, dead_letter_stream or self.stream],
+                args=[self.group, self.consumer, min_idle_ms, cursor, count, run, str(seq),
+                      max_deliveries])
+        next_cursor, flat, dead, deleted = res
+        taken = tuple((_s(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2))
+        return ReclaimResult(_s(next_cursor), taken, int(dead), tuple(_s(d) for d in deleted))
+
+    # -- acks ----------------------------------------------------------------------------------
+
+    def ack(self, batch: StreamBatch) -> int:
+        """XACK every entry of ``batch`` still pending for this consumer. Idempotent."""
+        acked = 0
+        with self._errors("acking committed entries"):
+            pipe = self.redis.pipeline(transaction=False)
+            for chunk in batch.chunks:
+                self._scripts["ack_range"](keys=[self.stream],
+                                           args=[self.group, self.consumer, chunk.first,
+                                                 chunk.last], client=pipe)
+            ids = [i for i, _ in batch.reclaimed]
+            for k in range(0, len(ids), 1000):
+                pipe.xack(self.stream, self.group, *ids[k:k + 1000])
+            for n in pipe.execute():
+                acked += int(n)
+        return acked
+
+    def ack_ids(self, ids: list[str]) -> int:
+        """XACK explicit IDs in batches of 1,000 (one malformed ID fails a whole XACK)."""
+        acked = 0
+        with self._errors("acking entries"):
+            for k in range(0, len(ids), 1000):
+                acked += int(self.redis.xack(self.stream, self.group, *ids[k:k + 1000]))
+        return acked
+
+    # -- progress ------------------------------------------------------------------------------
+
+    def last_generated_id(self) -> str | None:
+        with self._errors("reading stream info"):
+            if _s(self.redis.type(self.stream)) == "none":
+                return None
+            return _s(self.redis.xinfo_stream(self.stream)["last-generated-id"])
+
+    def stats(self) -> GroupStats:
+        """Lag and pending of the group (``XINFO GROUPS``); ``None`` where Redis does not know."""
+        with self._errors("reading group info"):
+            for g in self.redis.xinfo_groups(self.stream):
+                if _s(g["name"]) == self.group:
+                    lag = g.get("lag")
+                    return GroupStats(int(g["pending"]), None if lag is None else int(lag),
+                                      _s(g["last-delivered-id"]))
+        return GroupStats(None, None, None)

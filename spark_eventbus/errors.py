@@ -1,0 +1,105 @@
+"""Errors raised by spark-eventbus.
+
+The whole tree::
+
+    EventBusError                 base; ``retriable`` says whether trying again may succeed
+    ├── ConfigError               an option or argument is invalid (also a ``ValueError``)
+    ├── EventBusConnectionError   Redis did not answer (retriable)
+    ├── NotAStreamError           a key exists but is not a stream; it is never overwritten
+    ├── DataLossError             entries were trimmed/deleted before they were read
+    └── RedisCommandError         Redis refused a command (translated ``redis.ResponseError``)
+
+redis-py errors are translated at one boundary, :func:`translate`, with ``raise ... from exc``;
+every message passes through :func:`redact` so a password never reaches a message or a log.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import redis
+
+__all__ = [
+    "ConfigError",
+    "DataLossError",
+    "EventBusConnectionError",
+    "EventBusError",
+    "NotAStreamError",
+    "RedisCommandError",
+    "redact",
+    "translate",
+]
+
+
+class EventBusError(Exception):
+    """Base of every spark-eventbus error. ``retriable`` is True when a retry may succeed."""
+
+    retriable: bool = False
+
+
+class ConfigError(EventBusError, ValueError):
+    """An option has an invalid value; the message names the option, the value and the fix."""
+
+
+class EventBusConnectionError(EventBusError):
+    """Redis could not be reached (after redis-py's own retries)."""
+
+    retriable = True
+
+
+class NotAStreamError(EventBusError):
+    """A key exists but holds another type; spark-eventbus refuses to touch it."""
+
+
+class DataLossError(EventBusError):
+    """Entries were trimmed or deleted before this query read them (see ``failOnDataLoss``)."""
+
+
+class RedisCommandError(EventBusError):
+    """Redis answered a command with an error."""
+
+
+_URL_PASSWORD = re.compile(r"(rediss?|unix)://([^:@/\s]*):([^@/\s]+)@")
+
+
+def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """Remove passwords: the ``user:password@`` part of URLs and every literal secret given."""
+    text = _URL_PASSWORD.sub(r"\1://\2:***@", text)
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def translate(exc: BaseException, what: str, secrets: Iterable[str | None] = ()) -> EventBusError:
+    """Map a redis-py error raised while doing ``what`` to an :class:`EventBusError`.
+
+    Use as ``raise translate(exc, "claiming entries of 'orders'", secrets) from exc``.
+    """
+    secrets = list(secrets)
+    detail = redact(f"{type(exc).__name__}: {exc}", secrets)
+    what = redact(what, secrets)
+    if isinstance(exc, EventBusError):
+        return exc
+    if isinstance(exc, redis.AuthenticationError | redis.exceptions.AuthorizationError):
+        return ConfigError(
+            f"Redis refused the credentials while {what} ({detail}); "
+            "check the 'url' user and the 'password' option."
+        )
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+        return EventBusConnectionError(
+            f"Redis did not answer while {what} ({detail}); check that the server at option "
+            "'url' is running and reachable from the driver and every executor."
+        )
+    if isinstance(exc, redis.ResponseError):
+        text = str(exc)
+        if text.startswith("WRONGTYPE"):
+            return NotAStreamError(f"{what}: the key holds a non-stream value ({detail}).")
+        if text.startswith("NOGROUP"):
+            return RedisCommandError(
+                f"{what}: the consumer group or stream no longer exists ({detail}); it was "
+                "destroyed while the query ran. Restart the query to recreate it."
+            )
+        return RedisCommandError(f"Redis refused a command while {what} ({detail}).")
+    return EventBusError(f"unexpected error while {what} ({detail}).")

@@ -1,0 +1,53 @@
+-- Take over entries idle for at least MIN_IDLE ms from any consumer of the group (dead workers,
+-- older runs) with one XAUTOCLAIM call, and record them in the claim plan, atomically.
+-- XAUTOCLAIM without JUSTID bumps delivery counts (a reclaim is a delivery). Entries already in
+-- this batch's plan (crash residue) are left where they are. Entries delivered more than
+-- MAX_DELIVERIES times are moved to the dead-letter stream and acked, in this same script.
+--
+-- KEYS[1] stream, KEYS[2] plan key, KEYS[3] dead-letter stream (KEYS[1] when none)
+-- ARGV[1] group, ARGV[2] consumer, ARGV[3] min idle ms, ARGV[4] cursor, ARGV[5] count,
+-- ARGV[6] run, ARGV[7] seq, ARGV[8] max deliveries (0 = off)
+-- Returns {next_cursor, {id, deliveries, id, deliveries, ...}, dead_lettered, {deleted ids}}
+local stream, plan_key, dlq = KEYS[1], KEYS[2], KEYS[3]
+local group, consumer = ARGV[1], ARGV[2]
+local max_deliveries = tonumber(ARGV[8])
+
+local r = redis.call('XAUTOCLAIM', stream, group, consumer, ARGV[3], ARGV[4],
+                     'COUNT', tonumber(ARGV[5]))
+local claimed, deleted = r[2], r[3] or {}
+
+local plan = load_plan(plan_key, ARGV[6], ARGV[7])
+local planned = {}
+for _, e in ipairs(plan.reclaimed) do planned[e[1]] = true end
+local function in_plan(id)
+  if planned[id] then return true end
+  for _, c in ipairs(plan.chunks) do
+    if idcmp(id, c[1]) >= 0 and idcmp(id, c[2]) <= 0 then return true end
+  end
+  return false
+end
+
+local taken, dead = {}, 0
+for _, e in ipairs(claimed) do
+  local id, fields = e[1], e[2]
+  if not fields then
+    -- Redis 6.2 returns deleted entries as nil and keeps them pending: drop them from the PEL.
+    redis.call('XACK', stream, group, id)
+    deleted[#deleted + 1] = id
+  elseif not in_plan(id) then
+    local p = redis.call('XPENDING', stream, group, id, id, 1)
+    local deliveries = (p[1] and p[1][4]) or 1
+    if max_deliveries > 0 and deliveries > max_deliveries then
+      dead_letter(dlq, fields, 'delivered ' .. deliveries .. ' times (maxDeliveries=' ..
+                  max_deliveries .. ')', stream, id, group, deliveries)
+      redis.call('XACK', stream, group, id)
+      dead = dead + 1
+    else
+      plan.reclaimed[#plan.reclaimed + 1] = {id, deliveries}
+      taken[#taken + 1] = id
+      taken[#taken + 1] = deliveries
+    end
+  end
+end
+if #taken > 0 then save_plan(plan_key, plan) end
+return {r[1], taken, dead, deleted}

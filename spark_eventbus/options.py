@@ -1,0 +1,269 @@
+"""Reader options: names, defaults and validation (driver side, before any task runs).
+
+Every error names the option, echoes the value and says the fix. Options a mode ignores, and
+unknown options, are warned about — never silently dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .errors import ConfigError, redact
+from .ids import StreamId
+
+log = logging.getLogger("spark_eventbus")
+
+# Lower-case option names (Spark options are case-insensitive).
+URL = "url"
+PASSWORD = "password"
+STREAM = "stream"
+GROUP = "group"
+CONSUMER = "consumer"
+STARTING_POSITION = "startingposition"
+MAX_ENTRIES_PER_TRIGGER = "maxentriespertrigger"
+NUM_PARTITIONS = "numpartitions"
+CLAIM_MIN_IDLE_MS = "claimminidlems"
+RECLAIM_MAX_ENTRIES = "reclaimmaxentries"
+MAX_DELIVERIES = "maxdeliveries"
+DEAD_LETTER_STREAM = "deadletterstream"
+ACK_MODE = "ackmode"
+FAIL_ON_DATA_LOSS = "failondataloss"
+VALUE_FIELD = "valuefield"
+VALUE_SCHEMA = "valueschema"
+FIELDS_TYPE = "fieldstype"
+START_ID = "startid"
+END_ID = "endid"
+
+# How the user spells them, for messages.
+_SPELLING = {
+    name.lower(): name
+    for name in (
+        "url password stream group consumer startingPosition maxEntriesPerTrigger numPartitions "
+        "claimMinIdleMs reclaimMaxEntries maxDeliveries deadLetterStream ackMode failOnDataLoss "
+        "valueField valueSchema fieldsType startId endId"
+    ).split()
+}
+STREAMING_ONLY = {
+    GROUP, CONSUMER, STARTING_POSITION, MAX_ENTRIES_PER_TRIGGER, CLAIM_MIN_IDLE_MS,
+    RECLAIM_MAX_ENTRIES, MAX_DELIVERIES, DEAD_LETTER_STREAM, ACK_MODE, FAIL_ON_DATA_LOSS,
+}
+BATCH_ONLY = {START_ID, END_ID}
+# Spark itself may pass these; they are not ours to validate.
+_SPARK_OPTIONS = {"path", "paths", "checkpointlocation", "__sparkinternal"}
+
+DEFAULT_URL = "redis://localhost:6379/0"
+ACK_MODES = ("commit", "manual", "none")
+FIELDS_TYPES = ("string", "binary")
+
+
+def spelled(name: str) -> str:
+    return _SPELLING.get(name, name)
+
+
+@dataclass(frozen=True)
+class ReaderOptions:
+    """Validated reader options. Picklable; holds the password only to build clients."""
+
+    url: str = DEFAULT_URL
+    password: str | None = field(default=None, repr=False)
+    streams: tuple[str, ...] = ()
+    group: str | None = None
+    consumer: str | None = None
+    starting_position: str = "latest"
+    max_entries_per_trigger: int = 100_000
+    num_partitions: int = 2
+    claim_min_idle_ms: int = 60_000
+    reclaim_max_entries: int = 1_000
+    max_deliveries: int = 0
+    dead_letter_stream: str | None = None
+    ack_mode: str = "commit"
+    fail_on_data_loss: bool = True
+    value_field: str = "payload"
+    value_schema: str | None = None
+    fields_binary: bool = False
+    start_id: str = "-"
+    end_id: str = "+"
+
+    @property
+    def consumer_name(self) -> str:
+        return self.consumer or f"spark-{self.group}"
+
+    @property
+    def reclaim_enabled(self) -> bool:
+        # With ackMode=none every delivered entry stays pending forever, so "idle pending" no
+        # longer means "abandoned": reclaiming would re-deliver everything ever read.
+        return self.ack_mode != "none" and self.reclaim_max_entries > 0
+
+
+def _int(opts: Mapping[str, str], name: str, default: int, lo: int, hi: int, fix: str) -> int:
+    raw = opts.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = None
+    if value is None or not lo <= value <= hi:
+        raise ConfigError(
+            f"option '{spelled(name)}' = {raw!r} is invalid: expected a whole number from "
+            f"{lo} to {hi}; {fix}."
+        )
+    return value
+
+
+def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = opts.get(name)
+    if raw is None:
+        return default
+    text = str(raw).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise ConfigError(f"option '{spelled(name)}' = {raw!r} is invalid: use 'true' or 'false'.")
+
+
+def _choice(opts: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = opts.get(name)
+    if raw is None:
+        return default
+    text = str(raw).strip().lower()
+    if text not in choices:
+        raise ConfigError(
+            f"option '{spelled(name)}' = {raw!r} is invalid: use one of {', '.join(choices)}."
+        )
+    return text
+
+
+def _name(raw: str, option: str) -> str:
+    text = raw.strip()
+    if not text or any(c.isspace() for c in text):
+        raise ConfigError(
+            f"option '{option}' = {raw!r} is invalid: a Redis key or name must be non-empty "
+            "and contain no white space."
+        )
+    return text
+
+
+def _stream_id_option(opts: Mapping[str, str], name: str, default: str, extra: tuple[str, ...]
+                      ) -> str:
+    raw = opts.get(name)
+    if raw is None:
+        return default
+    text = str(raw).strip()
+    if text in extra:
+        return text
+    StreamId.parse(text, what=f"option '{spelled(name)}' =")
+    return text
+
+
+def parse_reader_options(raw: Mapping[str, str], *, streaming: bool) -> ReaderOptions:
+    """Validate ``raw`` Spark options (any key case) into :class:`ReaderOptions`.
+
+    Runs on the driver. Raises :class:`ConfigError` for invalid values; logs a warning for
+    unknown options and for options the mode (streaming or batch) ignores.
+    """
+    opts = {str(k).lower(): str(v) for k, v in raw.items() if v is not None}
+    password = opts.get(PASSWORD) or None
+    mode = "streaming" if streaming else "batch"
+    for key in sorted(opts):
+        if key in _SPARK_OPTIONS or key.startswith("spark."):
+            continue
+        if key not in _SPELLING:
+            log.warning("spark-eventbus: unknown option '%s' is ignored (known options: %s).",
+                        key, ", ".join(sorted(_SPELLING.values())))
+        elif (streaming and key in BATCH_ONLY) or (not streaming and key in STREAMING_ONLY):
+            log.warning("spark-eventbus: option '%s' has no effect on %s reads and is ignored.",
+                        spelled(key), mode)
+
+    url = opts.get(URL, DEFAULT_URL).strip()
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(
+            f"option 'url' = {redact(url, [password])!r} is invalid: use redis://host:port/db, "
+            "rediss://host:port/db for TLS, or unix:///path/to/socket."
+        )
+
+    stream_raw = opts.get(STREAM)
+    if not stream_raw or not stream_raw.strip():
+        raise ConfigError(
+            "option 'stream' is required: name the Redis stream key to read, or several "
+            "separated by commas, e.g. .option('stream', 'orders')."
+        )
+    streams = tuple(_name(s, "stream") for s in stream_raw.split(","))
+    if len(set(streams)) != len(streams):
+        raise ConfigError(f"option 'stream' = {stream_raw!r} names a stream twice; list each once.")
+
+    group = opts.get(GROUP)
+    if streaming and (group is None or not group.strip()):
+        raise ConfigError(
+            "option 'group' is required for streaming reads: name the consumer group this "
+            "query reads as, e.g. .option('group', 'billing'). It is created if missing."
+        )
+    group = _name(group, "group") if group is not None and streaming else group
+    consumer = opts.get(CONSUMER)
+    if consumer is not None:
+        consumer = _name(consumer, "consumer")
+
+    ack_mode = _choice(opts, ACK_MODE, "commit", ACK_MODES)
+    max_deliveries = _int(opts, MAX_DELIVERIES, 0, 0, 1_000_000,
+                          "use 0 to turn dead-lettering of poison entries off")
+    dead_letter = opts.get(DEAD_LETTER_STREAM)
+    if dead_letter is not None:
+        dead_letter = _name(dead_letter, "deadLetterStream")
+    if streaming and max_deliveries > 0 and dead_letter is None:
+        raise ConfigError(
+            f"option 'maxDeliveries' = {max_deliveries} needs option 'deadLetterStream': name the "
+            "stream that receives entries delivered too often, or set maxDeliveries to 0."
+        )
+    if streaming and dead_letter is not None and dead_letter in streams:
+        raise ConfigError(
+            f"option 'deadLetterStream' = {dead_letter!r} is also a source stream; "
+            "use a separate key such as 'orders:dlq'."
+        )
+    if streaming and ack_mode == "none":
+        for key in (CLAIM_MIN_IDLE_MS, RECLAIM_MAX_ENTRIES, MAX_DELIVERIES):
+            if key in opts:
+                log.warning(
+                    "spark-eventbus: option '%s' has no effect with ackMode=none: nothing is "
+                    "acked, so every delivered entry stays pending and none is reclaimed.",
+                    spelled(key))
+
+    value_schema = opts.get(VALUE_SCHEMA)
+    if value_schema is not None:
+        from .schema import parse_value_schema  # local: keeps options importable on its own
+
+        parse_value_schema(value_schema)  # raises ConfigError naming the option
+    start_id = _stream_id_option(opts, START_ID, "-", ("-",))
+    end_id = _stream_id_option(opts, END_ID, "+", ("+",))
+    if start_id != "-" and end_id != "+" and StreamId.parse(start_id) > StreamId.parse(end_id):
+        raise ConfigError(
+            f"option 'startId' = {start_id!r} is after option 'endId' = {end_id!r}; "
+            "swap them or widen the range."
+        )
+
+    return ReaderOptions(
+        url=url,
+        password=password,
+        streams=streams,
+        group=group,
+        consumer=consumer,
+        starting_position=_stream_id_option(
+            opts, STARTING_POSITION, "latest", ("latest", "earliest", "$", "0")),
+        max_entries_per_trigger=_int(opts, MAX_ENTRIES_PER_TRIGGER, 100_000, 1, 10_000_000,
+                                     "it bounds the entries of one micro-batch"),
+        num_partitions=_int(opts, NUM_PARTITIONS, 2, 1, 10_000,
+                            "it is the number of Spark partitions per stream per batch"),
+        claim_min_idle_ms=_int(opts, CLAIM_MIN_IDLE_MS, 60_000, 0, 2**31 - 1,
+                               "make it longer than your slowest batch"),
+        reclaim_max_entries=_int(opts, RECLAIM_MAX_ENTRIES, 1_000, 0, 100_000,
+                                 "use 0 to turn reclaiming off"),
+        max_deliveries=max_deliveries,
+        dead_letter_stream=dead_letter,
+        ack_mode=ack_mode,
+        fail_on_data_loss=_bool(opts, FAIL_ON_DATA_LOSS, True),
+        value_field=opts.get(VALUE_FIELD, "payload"),
+        value_schema=value_schema,
+        fields_binary=_choice(opts, FIELDS_TYPE, "string", FIELDS_TYPES) == "binary",
+        start_id=start_id,
+        end_id=end_id,
+    )

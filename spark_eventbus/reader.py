@@ -1,0 +1,498 @@
+"""The reader: consumer-group reads mapped onto replayable micro-batch offsets.
+
+Driver side (:class:`EventBusStreamReader` methods ``initialOffset``, ``latestOffset``,
+``partitions``, ``commit``) decides *what a batch contains* and records it in the offset.
+Executor side (:func:`read_slice`, reached through ``read``) replays exactly that with
+``XRANGE`` — never a PEL history read, which would bump delivery counts and return ``nil`` for
+deleted entries. The same offset therefore yields the same rows on every retry.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import redis
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from .commands import StreamOps
+from .connection import ConnectionSpec, client
+from .errors import DataLossError, EventBusError, translate
+from .ids import StreamId
+from .offsets import BatchOffset, StreamBatch
+from .options import ReaderOptions
+from .planning import Slice, claim_chunk_size, share_budget, split_id_range, split_partitions
+from .schema import BatchBuilder, ValueParser, output_schema, parse_value_schema
+
+log = logging.getLogger("spark_eventbus")
+
+# Entries per XRANGE page on executors and per Arrow batch: bounds worker memory whatever the
+# batch size (~200-byte entries: ~1 MB of reply per page).
+READ_PAGE = 2_000
+# XAUTOCLAIM COUNT per script call: it scans at most 10x this many PEL entries.
+RECLAIM_PAGE = 500
+
+
+@dataclass(frozen=True)
+class ReadSpec:
+    """Everything ``read()`` needs on an executor: primitives only (pickled into tasks)."""
+
+    conn: ConnectionSpec
+    group: str | None
+    consumer: str | None
+    fields_binary: bool
+    value_field: str
+    value_schema: str | None
+    fail_on_data_loss: bool
+    ack_mode: str
+
+
+class EventBusPartition(InputPartition):
+    """One Spark task's share of a batch: a :class:`Slice` (streaming) or an XRANGE (batch)."""
+
+    def __init__(self, spec: ReadSpec, slice: Slice | None = None, stream: str | None = None,
+                 range_start: str | None = None, range_end: str | None = None) -> None:
+        super().__init__(None)
+        self.spec = spec
+        self.slice = slice
+        self.stream = stream
+        self.range_start = range_start
+        self.range_end = range_end
+
+    def __repr__(self) -> str:
+        if self.slice is not None:
+            return (f"EventBusPartition({self.slice.stream!r}, {len(self.slice.chunks)} chunks, "
+                    f"{len(self.slice.reclaimed)} reclaimed, {self.slice.count} entries)")
+        return f"EventBusPartition({self.stream!r}, {self.range_start}..{self.range_end})"
+
+
+def _read_spec(opts: ReaderOptions) -> ReadSpec:
+    return ReadSpec(ConnectionSpec(opts.url, opts.password), opts.group, opts.consumer_name
+                    if opts.group else None, opts.fields_binary, opts.value_field,
+                    opts.value_schema, opts.fail_on_data_loss, opts.ack_mode)
+
+
+# ---------------------------------------------------------------------------------------------
+# Executor side
+
+
+def _builder(spec: ReadSpec) -> BatchBuilder:
+    vs = parse_value_schema(spec.value_schema) if spec.value_schema else None
+    return BatchBuilder(output_schema(vs, fields_binary=spec.fields_binary),
+                        fields_binary=spec.fields_binary,
+                        value_parser=ValueParser(spec.value_field, vs) if vs else None)
+
+
+def _raw_client(spec: ConnectionSpec) -> redis.Redis:
+    """The cached client, with XRANGE replies left raw (lists, not dicts): hiredis-fast."""
+    c = client(spec)
+    c.set_response_callback("XRANGE", lambda r, **kw: r)
+    return c
+
+
+def _xrange_pages(r: redis.Redis, stream: str, start: str, end: str) -> Iterator[list[Any]]:
+    lo = start
+    while True:
+        page = r.execute_command("XRANGE", stream, lo, end, "COUNT", READ_PAGE)
+        if page:
+            yield page
+        if len(page) < READ_PAGE:
+            return
+        lo = "(" + page[-1][0].decode()
+
+
+def read_slice(spec: ReadSpec, sl: Slice) -> Iterator[pa.RecordBatch]:
+    """Executor: replay one slice of a batch with XRANGE, as Arrow batches of <= READ_PAGE rows.
+
+    Entries deleted or trimmed since they were claimed are missing from XRANGE: with
+    ``failOnDataLoss`` the task fails naming them; otherwise they are logged and acked (except
+    with ``ackMode=none``) so no PEL residue is left.
+    """
+    r = _raw_client(spec.conn)
+    build = _builder(spec)
+    missing: list[str] = []
+    try:
+        for chunk in sl.chunks:
+            got = 0
+            for page in _xrange_pages(r, sl.stream, chunk.first, chunk.last):
+                got += len(page)
+                yield build.build(sl.stream, page, 1)
+            if got != chunk.count:
+                missing += _missing_in_chunk(r, spec, sl.stream, chunk.first, chunk.last)
+        for k in range(0, len(sl.reclaimed), READ_PAGE):
+            part = sl.reclaimed[k:k + READ_PAGE]
+            pipe = r.pipeline(transaction=False)
+            for entry_id, _ in part:
+                pipe.execute_command("XRANGE", sl.stream, entry_id, entry_id)
+            rows, counts = [], []
+            for (entry_id, deliveries), res in zip(part, pipe.execute(), strict=True):
+                if res:
+                    rows.append(res[0])
+                    counts.append(deliveries)
+                else:
+                    missing.append(entry_id)
+            if rows:
+                yield build.build(sl.stream, rows, counts)
+    except redis.RedisError as exc:
+        raise translate(exc, f"reading stream {sl.stream!r} at {spec.conn.display}",
+                        spec.conn.secrets) from exc
+    if missing:
+        _handle_missing(r, spec, sl.stream, missing)
+
+
+def _missing_in_chunk(r: redis.Redis, spec: ReadSpec, stream: str, first: str, last: str
+                      ) -> list[str]:
+    """IDs this consumer has pending in [first, last] that the stream no longer holds."""
+    pending = [e["message_id"].decode() if isinstance(e["message_id"], bytes) else e["message_id"]
+               for e in r.xpending_range(stream, spec.group, first, last, 100_000,
+                                         consumername=spec.consumer)]
+    present: set[str] = set()
+    for page in _xrange_pages(r, stream, first, last):
+        present.update(e[0].decode() for e in page)
+    gone = [i for i in pending if i not in present]
+    return gone or [f"{first}..{last}"]
+
+
+def _handle_missing(r: redis.Redis, spec: ReadSpec, stream: str, missing: list[str]) -> None:
+    shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10
+                                       else "")
+    if spec.fail_on_data_loss:
+        raise DataLossError(
+            f"{len(missing)} entries of stream {stream!r} were deleted or trimmed after this "
+            f"query claimed them and before it read them: {shown}. Keep the stream longer "
+            "(MAXLEN/MINID) than the query's lag, or set option 'failOnDataLoss' to 'false' "
+            "to skip them with a warning.")
+    log.warning("spark-eventbus: skipping %d entries of stream %r deleted before they were "
+                "read (failOnDataLoss=false): %s", len(missing), stream, shown)
+    ids = [i for i in missing if ".." not in i]
+    if spec.ack_mode != "none" and ids and spec.group:
+        for k in range(0, len(ids), 1000):
+            r.xack(stream, spec.group, *ids[k:k + 1000])
+
+
+def read_range(spec: ReadSpec, stream: str, start: str, end: str) -> Iterator[pa.RecordBatch]:
+    """Executor: a batch read of ``XRANGE start end``, paged."""
+    r = _raw_client(spec.conn)
+    build = _builder(spec)
+    try:
+        for page in _xrange_pages(r, stream, start, end):
+            yield build.build(stream, page, None)
+    except redis.RedisError as exc:
+        raise translate(exc, f"reading stream {stream!r} at {spec.conn.display}",
+                        spec.conn.secrets) from exc
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver side: streaming
+
+
+@dataclass
+class _DriverState:
+    """Per-query state of the driver's reader process (never pickled)."""
+
+    ops: dict[str, StreamOps]
+    acked_seq: int = -1
+    stop_after: dict[str, str | None] | None = None  # Trigger.AvailableNow targets
+    reclaim_cursor: dict[str, str] = field(default_factory=dict)
+    reclaim_done: set[str] = field(default_factory=set)
+    reported_losses: set[tuple[str, str]] = field(default_factory=set)
+    lost_ranges: int = 0
+    dead_lettered: int = 0
+
+
+class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Streaming reader. Constructed cheaply (Spark builds it several times, also to pickle
+    ``read`` into tasks); Redis is first touched by ``initialOffset``/``latestOffset``."""
+
+    def __init__(self, options: ReaderOptions, schema: StructType) -> None:
+        self.options = options
+        self.spec = _read_spec(options)
+        self._state: _DriverState | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_state"] = None
+        return state
+
+    # -- driver helpers ------------------------------------------------------------------------
+
+    @property
+    def state(self) -> _DriverState:
+        if self._state is None:
+            o = self.options
+            assert o.group is not None
+            ops = {s: StreamOps(self.spec.conn, s, o.group, o.consumer_name) for s in o.streams}
+            for s, op in ops.items():
+                if op.ensure_group(o.starting_position):
+                    log.info("spark-eventbus: created consumer group %r on stream %r at %s",
+                             o.group, s, o.starting_position)
+            self._state = _DriverState(ops)
+        return self._state
+
+    def _ack(self, offset: BatchOffset) -> None:
+        st = self.state
+        if self.options.ack_mode != "commit" or offset.seq <= st.acked_seq:
+            return
+        for name, batch in offset.streams.items():
+            if name in st.ops:
+                st.ops[name].ack(batch)
+        st.acked_seq = offset.seq
+
+    # -- DataSourceStreamReader ----------------------------------------------------------------
+
+    def initialOffset(self) -> dict:
+        _ = self.state  # connect, check types and create groups before any batch
+        return BatchOffset(uuid.uuid4().hex, 0, {}).to_json()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.options.max_entries_per_trigger)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        st = self.state
+        st.stop_after = {s: op.last_generated_id() for s, op in st.ops.items()}
+        st.reclaim_done.clear()
+        st.reclaim_cursor.clear()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """Plan the next batch: ack what Spark committed, then recover, reclaim and claim."""
+        st = self.state
+        o = self.options
+        begin = BatchOffset.from_json(start)
+        # Spark has committed every batch up to `start` when it asks for the next one; it
+        # delays commit(start) until a later batch is planned, so ack here already.
+        self._ack(begin)
+        seq = begin.seq + 1
+        budget: int | None = None
+        if isinstance(limit, ReadMaxRows):
+            budget = limit.max_rows
+        elif not isinstance(limit, ReadAllAvailable):
+            budget = o.max_entries_per_trigger
+
+        batches: dict[str, StreamBatch] = {}
+        # 1. Crash recovery: entries an earlier driver claimed for this very batch number but
+        #    Spark never logged; they sit in our PEL and no logged batch covers them.
+        for name, op in st.ops.items():
+            residue = op.load_plan(begin.run, seq)
+            if residue:
+                log.warning("spark-eventbus: recovering %d entries of stream %r claimed by a "
+                            "previous driver for batch %d", residue.count, name, seq)
+                batches[name] = residue
+        used = sum(b.count for b in batches.values())
+        left = None if budget is None else max(0, budget - used)
+
+        # 2. Reclaim entries idle in other (dead) consumers, bounded by reclaimMaxEntries.
+        if o.reclaim_enabled:
+            rec_budget = o.reclaim_max_entries if left is None else min(o.reclaim_max_entries,
+                                                                         left)
+            for name, op, grant in zip(st.ops, st.ops.values(),
+                                       share_budget(rec_budget, [rec_budget] * len(st.ops)),
+                                       strict=True):
+                got = self._reclaim(name, op, grant, begin.run, seq)
+                if got:
+                    batches[name] = batches.get(name, StreamBatch()) + got
+            used = sum(b.count for b in batches.values())
+            left = None if budget is None else max(0, budget - used)
+
+        # 3. Claim new entries with XREADGROUP >, in chunks; payloads stay in Redis.
+        chunk_size = claim_chunk_size(budget, o.num_partitions, len(st.ops))
+        everything = 2**62
+        grants = (share_budget(left, [left] * len(st.ops)) if left is not None
+                  else [everything] * len(st.ops))
+        claimed, filled = 0, []
+        for (name, op), grant in zip(st.ops.items(), grants, strict=True):
+            got = self._claim(name, op, grant, chunk_size, begin.run, seq)
+            claimed += got.count
+            if got:
+                batches[name] = batches.get(name, StreamBatch()) + got
+            if grant and got.count >= grant:
+                filled.append((name, op))
+        spare = 0 if left is None else left - claimed
+        for name, op in filled:  # streams that ran dry leave their share to the others
+            if spare <= 0:
+                break
+            got = self._claim(name, op, spare, chunk_size, begin.run, seq)
+            if got:
+                batches[name] = batches[name] + got
+                spare -= got.count
+
+        if not any(batches.values()):
+            return start  # the very same object: Spark compares offsets as JSON text
+        return BatchOffset(begin.run, seq, batches).to_json()
+
+    def _claim(self, name: str, op: StreamOps, budget: int, chunk_size: int, run: str,
+               seq: int) -> StreamBatch:
+        st = self.state
+        stop_after = st.stop_after.get(name) if st.stop_after is not None else None
+        if st.stop_after is not None and stop_after is None:
+            return StreamBatch()  # the stream did not exist when AvailableNow began
+        chunks = []
+        while budget > 0:
+            res = op.claim(min(chunk_size, budget), run, seq, stop_after,
+                           self.options.fail_on_data_loss)
+            if res.lost_after:
+                self._report_loss(name, res.lost_after, res.lost_upto)
+            if res.status == "nogroup":
+                raise EventBusError(
+                    f"consumer group {self.options.group!r} of stream {name!r} disappeared while "
+                    "the query ran (XGROUP DESTROY or the key was deleted); restart the query "
+                    "to recreate it.")
+            if res.chunk is None:
+                break
+            chunks.append(res.chunk)
+            budget -= res.chunk.count
+            if res.chunk.count < chunk_size:
+                break
+        return StreamBatch(tuple(chunks))
+
+    def _report_loss(self, name: str, after: str, upto: str) -> None:
+        st = self.state
+        if self.options.fail_on_data_loss:
+            raise DataLossError(
+                f"entries of stream {name!r} with IDs after {after} up to {upto} were deleted "
+                f"or trimmed before consumer group {self.options.group!r} read them. Keep the "
+                "stream longer (MAXLEN/MINID) than the query's lag, or set option "
+                "'failOnDataLoss' to 'false' to skip them with a warning.")
+        if (name, upto) not in st.reported_losses:
+            st.reported_losses.add((name, upto))
+            st.lost_ranges += 1
+            log.warning("spark-eventbus: entries of stream %r after %s up to %s were deleted or "
+                        "trimmed before group %r read them; skipping (failOnDataLoss=false)",
+                        name, after, upto, self.options.group)
+
+    def _reclaim(self, name: str, op: StreamOps, budget: int, run: str, seq: int
+                 ) -> StreamBatch:
+        st = self.state
+        o = self.options
+        if budget <= 0 or name in st.reclaim_done:
+            return StreamBatch()
+        taken: list[tuple[str, int]] = []
+        cursor = st.reclaim_cursor.get(name, "0-0")
+        stop_after = st.stop_after.get(name) if st.stop_after is not None else None
+        # At most a few passes per batch: every XAUTOCLAIM call is bounded server-side.
+        for _ in range(max(4, budget // RECLAIM_PAGE + 2)):
+            res = op.reclaim(cursor, min(RECLAIM_PAGE, budget - len(taken)), o.claim_min_idle_ms,
+                             run, seq, o.max_deliveries, o.dead_letter_stream)
+            taken += res.taken
+            st.dead_lettered += res.dead_lettered
+            if res.dead_lettered:
+                log.warning("spark-eventbus: moved %d entries of stream %r delivered more than "
+                            "%d times to %r", res.dead_lettered, name, o.max_deliveries,
+                            o.dead_letter_stream)
+            if res.deleted:
+                self._deleted_while_pending(name, res.deleted)
+            cursor = res.cursor
+            if cursor == "0-0" or (stop_after is not None
+                                   and StreamId.parse(cursor) > StreamId.parse(stop_after)):
+                cursor = "0-0"
+                if st.stop_after is not None:
+                    st.reclaim_done.add(name)  # AvailableNow: one pass over the PEL is enough
+                break
+            if len(taken) >= budget:
+                break
+        st.reclaim_cursor[name] = cursor
+        return StreamBatch((), tuple(taken))
+
+    def _deleted_while_pending(self, name: str, ids: Sequence[str]) -> None:
+        shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+        if self.options.fail_on_data_loss:
+            raise DataLossError(
+                f"{len(ids)} pending entries of stream {name!r} were deleted before they were "
+                f"processed: {shown}. Redis has removed them from group "
+                f"{self.options.group!r}'s pending list. Set option 'failOnDataLoss' to "
+                "'false' to skip such entries with a warning.")
+        self.state.lost_ranges += 1
+        log.warning("spark-eventbus: %d pending entries of stream %r were deleted before they "
+                    "were processed (failOnDataLoss=false): %s", len(ids), name, shown)
+
+    def reportLatestOffset(self) -> dict | None:
+        """Progress: per stream lag (None = unknown on Redis 7.0 after XDEL/trim) and pending."""
+        st = self.state
+        out: dict[str, Any] = {}
+        for name, op in st.ops.items():
+            stats = op.stats()
+            out[name] = {"lag": stats.lag, "pending": stats.pending,
+                         "lastDeliveredId": stats.last_delivered}
+        out["_eventbus"] = {"lostRanges": st.lost_ranges, "deadLettered": st.dead_lettered}
+        return out
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        if start == end:
+            return []
+        batch = BatchOffset.from_json(end)
+        parts: list[InputPartition] = []
+        for name in sorted(batch.streams):
+            for sl in split_partitions(name, batch.streams[name], self.options.num_partitions):
+                parts.append(EventBusPartition(self.spec, sl))
+        return parts
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        assert isinstance(partition, EventBusPartition) and partition.slice is not None
+        return read_slice(partition.spec, partition.slice)
+
+    def commit(self, end: dict) -> None:
+        self._ack(BatchOffset.from_json(end))
+
+    def stop(self) -> None:
+        self._state = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Batch reads
+
+
+class EventBusBatchReader(DataSourceReader):
+    """``spark.read.format("eventbus")``: XRANGE ``startId``..``endId`` per stream, split by ID
+    time into ``numPartitions`` ranges (even in time, not necessarily in count)."""
+
+    def __init__(self, options: ReaderOptions) -> None:
+        self.options = options
+        self.spec = _read_spec(options)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        o = self.options
+        r = client(self.spec.conn)
+        parts: list[InputPartition] = []
+        try:
+            for stream in o.streams:
+                kind = r.type(stream)
+                kind = kind.decode() if isinstance(kind, bytes) else kind
+                if kind == "none":
+                    continue
+                if kind != "stream":
+                    from .errors import NotAStreamError
+
+                    raise NotAStreamError(
+                        f"key {stream!r} at {self.spec.conn.display} holds a {kind}, not a "
+                        "stream; choose another 'stream' option.")
+                first = r.xrange(stream, o.start_id, o.end_id, count=1)
+                last = r.xrevrange(stream, o.end_id, o.start_id, count=1)
+                if not first:
+                    continue
+                lo = StreamId.parse(first[0][0])
+                hi = StreamId.parse(last[0][0])
+                ranges = split_id_range(lo.ms, hi.ms, o.num_partitions)
+                for i, (a, b) in enumerate(ranges):
+                    start = str(lo) if i == 0 else f"{a}-0"
+                    end = str(hi) if i == len(ranges) - 1 else f"{b}-{2**64 - 1}"
+                    parts.append(EventBusPartition(self.spec, None, stream, start, end))
+        except redis.RedisError as exc:
+            raise translate(exc, f"planning a batch read at {self.spec.conn.display}",
+                            self.spec.conn.secrets) from exc
+        return parts
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        assert isinstance(partition, EventBusPartition)
+        assert partition.stream and partition.range_start and partition.range_end
+        return read_range(partition.spec, partition.stream, partition.range_start,
+                          partition.range_end)

@@ -1,0 +1,385 @@
+"""Output schema, ``valueSchema`` parsing and Arrow record-batch building (executor side).
+
+``valueSchema`` accepts a DDL string (``"order_id BIGINT, amount DOUBLE"``) or a Spark schema
+as JSON (``StructType.json()``). DDL is parsed here in pure Python because the data source's
+``schema()`` runs in a Python worker with no JVM to ask.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from .errors import ConfigError
+
+# ---------------------------------------------------------------------------------------------
+# Output schema
+
+
+def output_schema(value_schema: StructType | None = None, *, fields_binary: bool = False
+                  ) -> StructType:
+    """``stream, id, timestamp, fields, delivery_count`` (+ ``value, error`` with a schema)."""
+    value_type: DataType = BinaryType() if fields_binary else StringType()
+    schema = StructType([
+        StructField("stream", StringType(), False),
+        StructField("id", StringType(), False),
+        StructField("timestamp", TimestampType(), False),
+        StructField("fields", MapType(StringType(), value_type, True), False),
+        StructField("delivery_count", IntegerType(), True),
+    ])
+    if value_schema is not None:
+        schema = schema.add("value", value_schema, True).add("error", StringType(), True)
+    return schema
+
+
+# ---------------------------------------------------------------------------------------------
+# valueSchema parsing
+
+_PRIMITIVES: dict[str, Callable[[], DataType]] = {
+    "string": StringType, "varchar": StringType, "char": StringType,
+    "int": IntegerType, "integer": IntegerType, "bigint": LongType, "long": LongType,
+    "smallint": ShortType, "short": ShortType, "tinyint": ByteType, "byte": ByteType,
+    "double": DoubleType, "float": FloatType, "real": FloatType,
+    "boolean": BooleanType, "bool": BooleanType,
+    "timestamp": TimestampType, "date": DateType, "binary": BinaryType,
+}
+_TOKEN = re.compile(r"\s*(`[^`]+`|[A-Za-z_][A-Za-z0-9_]*|\d+|[<>(),:])")
+
+
+class _DDL:
+    def __init__(self, text: str) -> None:
+        self.tokens: list[str] = []
+        pos = 0
+        text = text.strip()
+        while pos < len(text):
+            m = _TOKEN.match(text, pos)
+            if not m:
+                raise ValueError(f"unexpected text at {text[pos:pos + 12]!r}")
+            self.tokens.append(m.group(1))
+            pos = m.end()
+            while pos < len(text) and text[pos].isspace():
+                pos += 1
+        self.i = 0
+
+    def peek(self) -> str | None:
+        return self.tokens[self.i] if self.i < len(self.tokens) else None
+
+    def take(self, expected: str | None = None) -> str:
+        tok = self.peek()
+        if tok is None or (expected is not None and tok.lower() != expected):
+            raise ValueError(f"expected {expected or 'more'} but found {tok!r}")
+        self.i += 1
+        return tok
+
+    def fields(self, closing: str | None) -> StructType:
+        out = StructType()
+        while True:
+            name = self.take()
+            name = name[1:-1] if name.startswith("`") else name
+            if self.peek() == ":":
+                self.take(":")
+            out = out.add(name, self.type(), True)
+            if self.peek() == ",":
+                self.take(",")
+                continue
+            if self.peek() == closing:
+                return out
+            raise ValueError(f"expected ',' but found {self.peek()!r}")
+
+    def type(self) -> DataType:
+        word = self.take().lower()
+        if word in ("struct",):
+            self.take("<")
+            inner = self.fields(">")
+            self.take(">")
+            return inner
+        if word == "array":
+            self.take("<")
+            element = self.type()
+            self.take(">")
+            return ArrayType(element, True)
+        if word == "map":
+            self.take("<")
+            key = self.type()
+            self.take(",")
+            value = self.type()
+            self.take(">")
+            return MapType(key, value, True)
+        if word in ("decimal", "numeric", "dec"):
+            precision, scale = 10, 0
+            if self.peek() == "(":
+                self.take("(")
+                precision = int(self.take())
+                if self.peek() == ",":
+                    self.take(",")
+                    scale = int(self.take())
+                self.take(")")
+            return DecimalType(precision, scale)
+        if word in ("varchar", "char") and self.peek() == "(":
+            self.take("(")
+            self.take()
+            self.take(")")
+        if word not in _PRIMITIVES:
+            raise ValueError(f"unsupported type {word!r}")
+        return _PRIMITIVES[word]()
+
+
+def parse_value_schema(text: str) -> StructType:
+    """Parse option ``valueSchema`` (DDL or Spark JSON). Raises :class:`ConfigError`."""
+    try:
+        if text.strip().startswith("{"):
+            parsed = StructType.fromJson(json.loads(text))
+        else:
+            ddl = _DDL(text)
+            parsed = ddl.fields(None)
+            if ddl.peek() is not None:
+                raise ValueError(f"unexpected {ddl.peek()!r}")
+        _check_supported(parsed)
+        return parsed
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            f"option 'valueSchema' = {text!r} is invalid ({exc}); use DDL such as "
+            "'order_id BIGINT, amount DOUBLE, tags ARRAY<STRING>' or StructType.json()."
+        ) from None
+
+
+def _check_supported(dtype: DataType) -> None:
+    if isinstance(dtype, StructType):
+        for f in dtype.fields:
+            _check_supported(f.dataType)
+    elif isinstance(dtype, ArrayType):
+        _check_supported(dtype.elementType)
+    elif isinstance(dtype, MapType):
+        if not isinstance(dtype.keyType, StringType):
+            raise ValueError("JSON object keys are strings: use MAP<STRING, ...>")
+        _check_supported(dtype.valueType)
+    elif not isinstance(dtype, (*tuple(type(t()) for t in _PRIMITIVES.values()), DecimalType)):
+        raise ValueError(f"unsupported type {dtype.simpleString()}")
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON value coercion (what Spark's from_json would accept, strictly typed)
+
+
+class _Mismatch(ValueError):
+    pass
+
+
+def _converter(dtype: DataType, path: str) -> Callable[[Any], Any]:
+    def fail(v: Any) -> _Mismatch:
+        return _Mismatch(f"{path or 'value'}: expected {dtype.simpleString()}, "
+                         f"got {type(v).__name__} {json.dumps(v)[:40]}")
+
+    if isinstance(dtype, StructType):
+        subs = [(f.name, _converter(f.dataType, f"{path}.{f.name}" if path else f.name))
+                for f in dtype.fields]
+
+        def conv_struct(v: Any) -> Any:
+            if not isinstance(v, dict):
+                raise fail(v)
+            return {name: (None if v.get(name) is None else c(v[name])) for name, c in subs}
+        return conv_struct
+    if isinstance(dtype, ArrayType):
+        elem = _converter(dtype.elementType, f"{path}[]")
+
+        def conv_array(v: Any) -> Any:
+            if not isinstance(v, list):
+                raise fail(v)
+            return [None if x is None else elem(x) for x in v]
+        return conv_array
+    if isinstance(dtype, MapType):
+        val = _converter(dtype.valueType, f"{path}{{}}")
+
+        def conv_map(v: Any) -> Any:
+            if not isinstance(v, dict):
+                raise fail(v)
+            return [(k, None if x is None else val(x)) for k, x in v.items()]
+        return conv_map
+    if isinstance(dtype, StringType):
+        def conv_str(v: Any) -> Any:
+            if isinstance(v, str):
+                return v
+            if isinstance(v, dict | list):
+                return json.dumps(v, separators=(",", ":"))
+            return json.dumps(v)
+        return conv_str
+    if isinstance(dtype, BooleanType):
+        def conv_bool(v: Any) -> Any:
+            if isinstance(v, bool):
+                return v
+            raise fail(v)
+        return conv_bool
+    if isinstance(dtype, ByteType | ShortType | IntegerType | LongType):
+        bits = {ByteType: 8, ShortType: 16, IntegerType: 32, LongType: 64}[type(dtype)]
+        lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+        def conv_int(v: Any) -> Any:
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise fail(v)
+            return v
+        return conv_int
+    if isinstance(dtype, DoubleType | FloatType):
+        def conv_float(v: Any) -> Any:
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                raise fail(v)
+            return float(v)
+        return conv_float
+    if isinstance(dtype, DecimalType):
+        def conv_dec(v: Any) -> Any:
+            if isinstance(v, bool) or not isinstance(v, int | float | str):
+                raise fail(v)
+            try:
+                d = decimal.Decimal(str(v))
+            except decimal.InvalidOperation:
+                raise fail(v) from None
+            q = d.quantize(decimal.Decimal(1).scaleb(-dtype.scale))
+            if len(q.as_tuple().digits) > dtype.precision:
+                raise fail(v)
+            return q
+        return conv_dec
+    if isinstance(dtype, TimestampType):
+        def conv_ts(v: Any) -> Any:
+            if not isinstance(v, str):
+                raise fail(v)
+            try:
+                t = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
+            except ValueError:
+                raise fail(v) from None
+            return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+        return conv_ts
+    if isinstance(dtype, DateType):
+        def conv_date(v: Any) -> Any:
+            try:
+                return dt.date.fromisoformat(v)
+            except (TypeError, ValueError):
+                raise fail(v) from None
+        return conv_date
+    if isinstance(dtype, BinaryType):
+        def conv_bin(v: Any) -> Any:
+            if not isinstance(v, str):
+                raise fail(v)
+            return v.encode()
+        return conv_bin
+    raise ConfigError(f"valueSchema type {dtype.simpleString()} is not supported")
+
+
+class ValueParser:
+    """Parses one field of each entry as JSON into the ``value`` struct; failures fill ``error``."""
+
+    def __init__(self, value_field: str, value_schema: StructType) -> None:
+        self.field = value_field.encode()
+        self.convert = _converter(value_schema, "")
+
+    def parse(self, fields: dict[bytes, bytes]) -> tuple[Any, str | None]:
+        raw = fields.get(self.field)
+        if raw is None:
+            return None, f"field '{self.field.decode()}' is missing"
+        try:
+            doc = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            return None, f"malformed JSON in field '{self.field.decode()}': {exc}"
+        try:
+            return self.convert(doc), None
+        except _Mismatch as exc:
+            return None, f"JSON in field '{self.field.decode()}' does not match valueSchema: {exc}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Arrow batches
+
+
+class BatchBuilder:
+    """Turns raw ``[id, [k, v, k, v, ...]]`` entries into Arrow record batches of ``schema``."""
+
+    def __init__(self, schema: StructType, *, fields_binary: bool,
+                 value_parser: ValueParser | None) -> None:
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        self.fields_binary = fields_binary
+        self.value_parser = value_parser
+        self.value_type = (self.arrow_schema.field("value").type if value_parser else None)
+        self.map_type = self.arrow_schema.field("fields").type
+
+    def build(self, stream: str, entries: Sequence[Sequence[Any]],
+              delivery_counts: Sequence[int] | int | None) -> pa.RecordBatch:
+        """``delivery_counts``: one per entry, one for all, or None (batch reads: no group)."""
+        n = len(entries)
+        ids: list[str] = []
+        ms: list[int] = []
+        offsets = [0]
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        parsed: list[Any] = []
+        errors: list[str | None] = []
+        parser = self.value_parser
+        for entry_id, flat in entries:
+            sid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+            ids.append(sid)
+            ms.append(int(sid.partition("-")[0]))
+            flat = flat or []
+            keys.extend(flat[0::2])
+            values.extend(flat[1::2])
+            offsets.append(len(keys))
+            if parser is not None:
+                value, error = parser.parse(dict(zip(flat[0::2], flat[1::2], strict=False)))
+                parsed.append(value)
+                errors.append(error)
+        key_arr = pa.array(keys, pa.binary()).cast(pa.string())
+        val_arr = pa.array(values, pa.binary())
+        if not self.fields_binary:
+            val_arr = _to_utf8(val_arr)
+        maps = pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), key_arr, val_arr,
+                                       type=self.map_type)
+        if delivery_counts is None:
+            counts = pa.nulls(n, pa.int32())
+        elif isinstance(delivery_counts, int):
+            counts = pa.repeat(pa.scalar(delivery_counts, pa.int32()), n) if n else pa.array(
+                [], pa.int32())
+        else:
+            counts = pa.array(delivery_counts, pa.int32())
+        columns = [
+            pa.array([stream] * n, pa.string()),
+            pa.array(ids, pa.string()),
+            pa.array(ms, pa.int64()).cast(pa.timestamp("ms")).cast(
+                self.arrow_schema.field("timestamp").type),
+            maps,
+            counts,
+        ]
+        if parser is not None:
+            columns.append(pa.array(parsed, self.value_type))
+            columns.append(pa.array(errors, pa.string()))
+        return pa.RecordBatch.from_arrays(columns, schema=self.arrow_schema)
+
+
+def _to_utf8(arr: pa.Array) -> pa.Array:
+    """Binary → string; invalid UTF-8 is replaced (use fieldsType=binary for raw bytes)."""
+    try:
+        return arr.cast(pa.string())
+    except pa.ArrowInvalid:
+        return pa.array([None if v is None else v.decode("utf-8", "replace")
+                         for v in arr.to_pylist()], pa.string())
