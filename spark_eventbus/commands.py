@@ -51,8 +51,9 @@ def plan_key(stream: str, group: str, consumer: str) -> str:
 class ClaimResult:
     status: str  # ok, empty, done, loss, nogroup
     chunk: Chunk | None
-    lost_after: str
-    lost_upto: str
+    lost_after: str  # entries after this ID ...
+    lost_before: str  # ... and before this one ('' unknown; '(' prefix: up to and including)
+    lost_count: int  # -1: unknown
 
 
 @dataclass(frozen=True)
@@ -170,9 +171,9 @@ class StreamOps:
                 keys=[self.stream, self.plan_key],
                 args=[self.group, self.consumer, count, run, str(seq), stop_after or "",
                       "fail" if fail_on_loss else "skip"])
-        status, first, last, n, lost_after, lost_upto = (_s(x) for x in res)
+        status, first, last, n, lost_after, lost_before, lost_count = (_s(x) for x in res)
         chunk = Chunk(first, last, int(n)) if status == "ok" else None
-        return ClaimResult(status, chunk, lost_after, lost_upto)
+        return ClaimResult(status, chunk, lost_after, lost_before, int(lost_count))
 
     def reclaim(self, cursor: str, count: int, min_idle_ms: int, run: str, seq: int,
                 max_deliveries: int, dead_letter_stream: str | None) -> ReclaimResult:

@@ -26,7 +26,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .commands import StreamOps
+from .commands import ClaimResult, StreamOps
 from .connection import ConnectionSpec, client
 from .errors import DataLossError, EventBusError, translate
 from .ids import StreamId
@@ -208,6 +208,7 @@ class _DriverState:
     reclaim_done: set[str] = field(default_factory=set)
     reported_losses: set[tuple[str, str]] = field(default_factory=set)
     lost_ranges: int = 0
+    lost_entries: int = 0
     dead_lettered: int = 0
 
 
@@ -341,7 +342,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             res = op.claim(min(chunk_size, budget), run, seq, stop_after,
                            self.options.fail_on_data_loss)
             if res.lost_after:
-                self._report_loss(name, res.lost_after, res.lost_upto)
+                self._report_loss(name, res)
             if res.status == "nogroup":
                 raise EventBusError(
                     f"consumer group {self.options.group!r} of stream {name!r} disappeared while "
@@ -355,20 +356,26 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 break
         return StreamBatch(tuple(chunks))
 
-    def _report_loss(self, name: str, after: str, upto: str) -> None:
+    def _report_loss(self, name: str, res: ClaimResult) -> None:
         st = self.state
+        what = f"{res.lost_count} entries" if res.lost_count >= 0 else "entries"
+        where = f"with IDs after {res.lost_after}"
+        if res.lost_before.startswith("("):
+            where += f" up to {res.lost_before[1:]}"
+        elif res.lost_before:
+            where += f" and before {res.lost_before}"
+        text = (f"{what} of stream {name!r} {where} were deleted or trimmed before consumer "
+                f"group {self.options.group!r} read them")
         if self.options.fail_on_data_loss:
             raise DataLossError(
-                f"entries of stream {name!r} with IDs after {after} up to {upto} were deleted "
-                f"or trimmed before consumer group {self.options.group!r} read them. Keep the "
-                "stream longer (MAXLEN/MINID) than the query's lag, or set option "
-                "'failOnDataLoss' to 'false' to skip them with a warning.")
-        if (name, upto) not in st.reported_losses:
-            st.reported_losses.add((name, upto))
+                f"{text}. Keep the stream longer (MAXLEN/MINID) than the query's lag, or set "
+                "option 'failOnDataLoss' to 'false' to skip them with a warning.")
+        key = (name, res.lost_after)
+        if key not in st.reported_losses:
+            st.reported_losses.add(key)
             st.lost_ranges += 1
-            log.warning("spark-eventbus: entries of stream %r after %s up to %s were deleted or "
-                        "trimmed before group %r read them; skipping (failOnDataLoss=false)",
-                        name, after, upto, self.options.group)
+            st.lost_entries += max(0, res.lost_count)
+            log.warning("spark-eventbus: %s; skipping them (failOnDataLoss=false)", text)
 
     def _reclaim(self, name: str, op: StreamOps, budget: int, run: str, seq: int
                  ) -> StreamBatch:
@@ -423,7 +430,8 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             stats = op.stats()
             out[name] = {"lag": stats.lag, "pending": stats.pending,
                          "lastDeliveredId": stats.last_delivered}
-        out["_eventbus"] = {"lostRanges": st.lost_ranges, "deadLettered": st.dead_lettered}
+        out["_eventbus"] = {"lostRanges": st.lost_ranges, "lostEntries": st.lost_entries,
+                           "deadLettered": st.dead_lettered}
         return out
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:

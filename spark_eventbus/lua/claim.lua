@@ -5,27 +5,49 @@
 -- KEYS[1] stream, KEYS[2] plan key
 -- ARGV[1] group, ARGV[2] consumer, ARGV[3] count, ARGV[4] run, ARGV[5] seq,
 -- ARGV[6] stop after this ID ('' = no bound; Trigger.AvailableNow), ARGV[7] 'fail' | 'skip'
--- Returns {status, first, last, n, lost_after, lost_upto}; status is ok, empty, done, loss or
--- nogroup. lost_* name the range of entries deleted or trimmed before the group read them.
+-- Returns {status, first, last, n, lost_after, lost_before, lost_count}; status is ok, empty,
+-- done, loss or nogroup. lost_* describe entries deleted or trimmed before the group read them:
+-- IDs after lost_after and before lost_before ('' = unknown, '(' prefix = up to and including),
+-- lost_count of them (-1 = unknown).
 local stream, plan_key = KEYS[1], KEYS[2]
 local group, consumer = ARGV[1], ARGV[2]
 
 local info = kv(redis.call('XINFO', 'STREAM', stream))
-local delivered = nil
+local delivered, entries_read = nil, nil
 for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
   local t = kv(g)
-  if t['name'] == group then delivered = t['last-delivered-id'] end
+  if t['name'] == group then delivered, entries_read = t['last-delivered-id'], t['entries-read'] end
 end
-if not delivered then return {'nogroup', '', '', 0, '', ''} end
+if not delivered then return {'nogroup', '', '', 0, '', '', -1} end
 
-local lost_after, lost_upto = '', ''
-local maxdel = info['max-deleted-entry-id']  -- Redis >= 7.0
+-- Entries removed before this group read them:
+--  * XDEL after our position: max-deleted-entry-id (Redis >= 7.0) is beyond it;
+--  * trimming (XTRIM/MAXLEN/MINID does not move max-deleted-entry-id): when every remaining
+--    entry lies after our position, entries-added - entries-read - length entries are gone.
+local lost_after, lost_before, lost_count = '', '', -1
+local maxdel = info['max-deleted-entry-id']
+local first = info['first-entry'] and info['first-entry'][1]
 if maxdel and idcmp(maxdel, delivered) > 0 then
-  lost_after, lost_upto = delivered, maxdel
-  if ARGV[7] == 'fail' then return {'loss', '', '', 0, lost_after, lost_upto} end
+  lost_after, lost_before = delivered, first or info['last-generated-id']
+  if first and idcmp(first, maxdel) < 0 then lost_before = '' end
+end
+local added = info['entries-added']
+if added and (not first or idcmp(first, delivered) > 0) then
+  local before = entries_read
+  if delivered == '0-0' then before = 0 end
+  if type(before) == 'number' then
+    local gone = added - before - info['length']
+    if gone > 0 then
+      lost_after, lost_count = delivered, gone
+      lost_before = first or ('(' .. info['last-generated-id'])
+    end
+  end
+end
+if lost_after ~= '' and ARGV[7] == 'fail' then
+  return {'loss', '', '', 0, lost_after, lost_before, lost_count}
 end
 if ARGV[6] ~= '' and idcmp(delivered, ARGV[6]) >= 0 then
-  return {'done', '', '', 0, lost_after, lost_upto}
+  return {'done', '', '', 0, lost_after, lost_before, lost_count}
 end
 
 local r = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', tonumber(ARGV[3]),
@@ -39,10 +61,10 @@ if n == 0 then
     redis.call('XGROUP', 'SETID', stream, group, info['last-generated-id'],
                'ENTRIESREAD', info['entries-added'])
   end
-  return {'empty', '', '', 0, lost_after, lost_upto}
+  return {'empty', '', '', 0, lost_after, lost_before, lost_count}
 end
-local first, last = entries[1][1], entries[n][1]
+local last = entries[n][1]
 local plan = load_plan(plan_key, ARGV[4], ARGV[5])
 table.insert(plan.chunks, {first, last, n})
 save_plan(plan_key, plan)
-return {'ok', first, last, n, lost_after, lost_upto}
+return {'ok', entries[1][1], last, n, lost_after, lost_before, lost_count}

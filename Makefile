@@ -1,0 +1,41 @@
+# spark-eventbus developer commands. `make demo` and `make test` work as the first command on a
+# fresh machine: both depend on `install`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: install deps test unit demo bench lint clean
+
+install: $(STAMP) deps
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,dev]'
+	@touch $@
+
+# redis-server >= 6.2 and Java >= 17: installed with apt-get when missing and allowed,
+# otherwise the script says exactly what to install.
+deps:
+	@bash scripts/ensure-deps.sh
+
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+unit: install
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+demo: install
+	$(PY) -m spark_eventbus.demo
+
+bench: install
+	$(PY) bench/bench.py $(BENCH_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check spark_eventbus tests bench pyspark_eventbus.py
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .demo .bench

@@ -1,0 +1,63 @@
+"""Shared fixtures: real Redis servers and one real ``local[2]`` SparkSession per test run."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.redis_server import RedisServer
+
+ROOT = Path(__file__).resolve().parent.parent
+# Python workers must run this interpreter (the one with spark_eventbus installed); without it
+# they may start another Python and fail with only "Python worker failed to connect back".
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One Redis for the run; tests isolate themselves with unique key names (``names``)."""
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A Redis of this test alone (to kill, restart or password-protect)."""
+    server = RedisServer(tmp_path / "redis")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def names() -> dict[str, str]:
+    tag = uuid.uuid4().hex[:8]
+    return {"stream": f"t{tag}:orders", "group": f"g{tag}", "dlq": f"t{tag}:orders:dlq"}
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    from pyspark.sql import SparkSession
+
+    warehouse = tmp_path_factory.mktemp("warehouse")
+    session = (
+        SparkSession.builder
+        # local[2, 2]: two threads, and a failed task is tried twice (as a cluster would retry)
+        .master("local[2,2]")
+        .appName("spark-eventbus-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.driver.extraJavaOptions",
+                f"-Dlog4j2.configurationFile=file:{ROOT / 'conf' / 'log4j2.properties'}")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()

@@ -1,0 +1,92 @@
+"""Helpers for integration tests: a plain redis-py producer and query runners."""
+
+from __future__ import annotations
+
+import json
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import redis
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+
+def produce(r: redis.Redis, stream: str, n: int, start: int = 0, *,
+            payload: Callable[[int], str] | None = None, pipeline: int = 1000) -> list[str]:
+    """XADD ``n`` entries ``{"n": i, "payload": json}`` with a plain redis-py pipeline."""
+    ids: list[str] = []
+    for base in range(start, start + n, pipeline):
+        pipe = r.pipeline(transaction=False)
+        for i in range(base, min(base + pipeline, start + n)):
+            body = payload(i) if payload else json.dumps({"n": i, "name": f"item-{i}"})
+            pipe.xadd(stream, {"n": str(i), "payload": body})
+        ids += [x.decode() if isinstance(x, bytes) else x for x in pipe.execute()]
+    return ids
+
+
+def stream_df(spark: SparkSession, url: str, stream: str, group: str, **options: Any
+              ) -> DataFrame:
+    reader = (spark.readStream.format("eventbus").option("url", url).option("stream", stream)
+              .option("group", group).option("startingPosition", "earliest"))
+    for k, v in options.items():
+        reader = reader.option(k, str(v))
+    return reader.load()
+
+
+def checkpoint(tmp_path: Path) -> str:
+    return str(tmp_path / f"chk-{uuid.uuid4().hex[:6]}")
+
+
+def run_available_now(df: DataFrame, tmp_path: Path, timeout: float = 300
+                      ) -> tuple[list[Any], StreamingQuery]:
+    """Run ``df`` with Trigger.AvailableNow into a memory table; return its rows."""
+    name = f"q_{uuid.uuid4().hex[:8]}"
+    q = (df.writeStream.format("memory").queryName(name).trigger(availableNow=True)
+         .option("checkpointLocation", checkpoint(tmp_path)).start())
+    assert q.awaitTermination(timeout), "AvailableNow query did not finish"
+    assert q.exception() is None, q.exception()
+    rows = df.sparkSession.table(name).collect()
+    return rows, q
+
+
+def wait_for(cond: Callable[[], bool], timeout: float = 120, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def pending(r: redis.Redis, stream: str, group: str) -> int:
+    return int(r.xpending(stream, group)["pending"])
+
+
+def lag(r: redis.Redis, stream: str, group: str) -> int | None:
+    for g in r.xinfo_groups(stream):
+        name = g["name"].decode() if isinstance(g["name"], bytes) else g["name"]
+        if name == group:
+            return g.get("lag")
+    raise AssertionError(f"group {group} not found")
+
+
+def ids_of(rows: Iterable[Any]) -> list[str]:
+    return [row["id"] for row in rows]
+
+
+def input_rows(q: StreamingQuery) -> list[int]:
+    return [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+
+
+def latest_offsets(q: StreamingQuery) -> list[dict[str, Any]]:
+    """The ``reportLatestOffset`` dicts of every progress report of ``q``'s first source."""
+    out = []
+    for p in q.recentProgress:
+        raw = p["sources"][0].get("latestOffset")
+        if raw:
+            out.append(json.loads(raw) if isinstance(raw, str) else raw)
+    return out

@@ -1,0 +1,129 @@
+"""Real Redis servers for tests: a ``redis-server`` process on a free loopback port (killable
+and restartable), or a testcontainers container when no binary exists but a Docker engine
+answers. Never a shared server, never a fake."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def redis_binary() -> str | None:
+    return shutil.which(os.environ.get("EVENTBUS_REDIS_SERVER", "redis-server"))
+
+
+def docker_answers() -> bool:
+    if not shutil.which("docker"):
+        return False
+    return subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0
+
+
+class RedisServer:
+    """One redis-server process with AOF on, in its own directory."""
+
+    def __init__(self, workdir: Path, password: str | None = None) -> None:
+        self.workdir = workdir
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.password = password
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._container = None
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1"
+        return f"redis://{host}:{self.port}/0"
+
+    def client(self, **kw: object) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, **kw)
+
+    def start(self) -> RedisServer:
+        binary = redis_binary()
+        if binary is None:
+            if docker_answers():
+                return self._start_container()
+            raise RuntimeError(
+                "no redis-server binary on PATH and no Docker engine: run `make install` "
+                "(it installs Debian's redis-server) or set EVENTBUS_REDIS_SERVER.")
+        args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
+                str(self.workdir), "--appendonly", "yes", "--appendfsync", "always", "--save", "",
+                "--logfile", str(self.workdir / "redis.log"), "--daemonize", "no",
+                "--latency-monitor-threshold", "1"]
+        if self.password:
+            args += ["--requirepass", self.password]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._wait_ready()
+        return self
+
+    def _start_container(self) -> RedisServer:  # pragma: no cover - needs a Docker engine
+        from testcontainers.redis import RedisContainer
+
+        container = RedisContainer("redis:7.2", password=self.password)
+        container.start()
+        self._container = container
+        self.port = int(container.get_exposed_port(6379))
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self, timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                break
+            try:
+                c = self.client(socket_timeout=1)
+                c.ping()
+                while c.info("persistence").get("loading"):
+                    time.sleep(0.05)
+                c.close()
+                return
+            except redis.RedisError as exc:
+                last = exc
+                time.sleep(0.05)
+        log = self.workdir / "redis.log"
+        tail = log.read_text()[-2000:] if log.exists() else ""
+        raise RuntimeError(f"redis-server on port {self.port} did not start: {last}\n{tail}")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown save; AOF (appendfsync always) keeps what was acknowledged."""
+        if self._container is not None:  # pragma: no cover
+            self._container.get_wrapped_container().kill()
+            return
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+            self.proc = None
+
+    def restart(self) -> None:
+        self.kill()
+        if self._container is not None:  # pragma: no cover
+            self._container.get_wrapped_container().start()
+            self._wait_ready()
+        else:
+            self.start()
+
+    def stop(self) -> None:
+        if self._container is not None:  # pragma: no cover
+            self._container.stop()
+            self._container = None
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+            self.proc = None
