@@ -52,7 +52,7 @@ def new_client(spec: ConnectionSpec) -> redis.Redis:
     }
     if spec.password:
         kwargs["password"] = spec.password
-    return redis.Redis.from_url(spec.url, **kwargs)  # type: ignore[arg-type]
+    return redis.Redis.from_url(spec.url, **kwargs)
 
 
 def client(spec: ConnectionSpec) -> redis.Redis:

@@ -60,7 +60,7 @@ class RedisCommandError(EventBusError):
     """Redis answered a command with an error."""
 
 
-_URL_PASSWORD = re.compile(r"(rediss?|unix)://([^:@/\s]*):([^@/\s]+)@")
+_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^:@/\s]*):([^@/\s]+)@")
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:

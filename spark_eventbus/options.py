@@ -157,7 +157,8 @@ def _stream_id_option(opts: Mapping[str, str], name: str, default: str, extra: t
     return text
 
 
-def parse_reader_options(raw: Mapping[str, str], *, streaming: bool) -> ReaderOptions:
+def parse_reader_options(raw: Mapping[str, str], *, streaming: bool, warn: bool = True
+                         ) -> ReaderOptions:
     """Validate ``raw`` Spark options (any key case) into :class:`ReaderOptions`.
 
     Runs on the driver. Raises :class:`ConfigError` for invalid values; logs a warning for
@@ -166,7 +167,7 @@ def parse_reader_options(raw: Mapping[str, str], *, streaming: bool) -> ReaderOp
     opts = {str(k).lower(): str(v) for k, v in raw.items() if v is not None}
     password = opts.get(PASSWORD) or None
     mode = "streaming" if streaming else "batch"
-    for key in sorted(opts):
+    for key in sorted(opts) if warn else ():
         if key in _SPARK_OPTIONS or key.startswith("spark."):
             continue
         if key not in _SPELLING:
@@ -220,7 +221,7 @@ def parse_reader_options(raw: Mapping[str, str], *, streaming: bool) -> ReaderOp
             f"option 'deadLetterStream' = {dead_letter!r} is also a source stream; "
             "use a separate key such as 'orders:dlq'."
         )
-    if streaming and ack_mode == "none":
+    if streaming and warn and ack_mode == "none":
         for key in (CLAIM_MIN_IDLE_MS, RECLAIM_MAX_ENTRIES, MAX_DELIVERIES):
             if key in opts:
                 log.warning(

@@ -154,9 +154,11 @@ def read_slice(spec: ReadSpec, sl: Slice) -> Iterator[pa.RecordBatch]:
 def _missing_in_chunk(r: redis.Redis, spec: ReadSpec, stream: str, first: str, last: str
                       ) -> list[str]:
     """IDs this consumer has pending in [first, last] that the stream no longer holds."""
-    pending = [e["message_id"].decode() if isinstance(e["message_id"], bytes) else e["message_id"]
-               for e in r.xpending_range(stream, spec.group, first, last, 100_000,
-                                         consumername=spec.consumer)]
+    assert spec.group is not None and spec.consumer is not None
+    pel: Any = r.xpending_range(stream, spec.group, first, last, 100_000,
+                                consumername=spec.consumer)
+    pending = [e["message_id"].decode() if isinstance(e["message_id"], bytes)
+               else str(e["message_id"]) for e in pel]
     present: set[str] = set()
     for page in _xrange_pages(r, stream, first, last):
         present.update(e[0].decode() for e in page)
@@ -444,7 +446,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 parts.append(EventBusPartition(self.spec, sl))
         return parts
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, EventBusPartition) and partition.slice is not None
         return read_slice(partition.spec, partition.slice)
 
@@ -483,8 +485,8 @@ class EventBusBatchReader(DataSourceReader):
                     raise NotAStreamError(
                         f"key {stream!r} at {self.spec.conn.display} holds a {kind}, not a "
                         "stream; choose another 'stream' option.")
-                first = r.xrange(stream, o.start_id, o.end_id, count=1)
-                last = r.xrevrange(stream, o.end_id, o.start_id, count=1)
+                first: Any = r.xrange(stream, o.start_id, o.end_id, count=1)
+                last: Any = r.xrevrange(stream, o.end_id, o.start_id, count=1)
                 if not first:
                     continue
                 lo = StreamId.parse(first[0][0])
@@ -499,7 +501,7 @@ class EventBusBatchReader(DataSourceReader):
                             self.spec.conn.secrets) from exc
         return parts
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, EventBusPartition)
         assert partition.stream and partition.range_start and partition.range_end
         return read_range(partition.spec, partition.stream, partition.range_start,

@@ -22,12 +22,11 @@ class EventBusDataSource(DataSource):
         return "eventbus"
 
     def schema(self) -> StructType:
-        # Validates with the streaming rules only where they are the same for both modes;
-        # the mode-specific checks run in reader()/streamReader().
-        opts = {k.lower(): v for k, v in self.options.items()}
-        vs = opts.get("valueschema")
-        binary = str(opts.get("fieldstype", "string")).strip().lower() == "binary"
-        return output_schema(parse_value_schema(vs) if vs else None, fields_binary=binary)
+        # Called when the DataFrame is created (load()): validate what both modes share now,
+        # so a bad option fails there. Mode-specific rules run in reader()/streamReader().
+        opts = parse_reader_options(self.options, streaming=False, warn=False)
+        vs = parse_value_schema(opts.value_schema) if opts.value_schema else None
+        return output_schema(vs, fields_binary=opts.fields_binary)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from .reader import EventBusBatchReader

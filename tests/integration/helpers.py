@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import json
 import time
 import uuid
 from collections.abc import Callable, Iterable

@@ -134,7 +134,8 @@ def test_trimmed_before_read_fails_by_default_naming_stream_ids_and_option(
         q.awaitTermination(120)
     text = str(err.value)
     assert names["stream"] in text
-    assert f"90 entries of stream '{names['stream']}' with IDs after 0-0 and before {ids[90]}" in text
+    expected = f"90 entries of stream '{names['stream']}' with IDs after 0-0 and before {ids[90]}"
+    assert expected in text
     assert "failOnDataLoss" in text
 
 

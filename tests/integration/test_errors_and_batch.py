@@ -1,0 +1,133 @@
+"""Batch reads, auto-registration, and clear driver-side errors (issue 2, items 11-13)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.integration.helpers import checkpoint, produce, run_available_now, stream_df
+from tests.redis_server import free_port
+
+pytestmark = pytest.mark.integration
+
+
+def test_batch_read_between_start_and_end_ids(spark, redis_server, names):
+    r = redis_server.client()
+    for i in range(1, 101):
+        r.xadd(names["stream"], {"n": str(i)}, id=f"{1000 + i}-{i % 3}")
+    df = (spark.read.format("eventbus").option("url", redis_server.url)
+          .option("stream", names["stream"]).option("startId", "1010-0")
+          .option("endId", "1020-2").option("numPartitions", "3").load())
+    rows = df.collect()
+    assert sorted(int(row["fields"]["n"]) for row in rows) == list(range(10, 21))
+    assert all(row["delivery_count"] is None for row in rows)
+    assert df.rdd.getNumPartitions() == 3
+    whole = spark.read.format("eventbus").option("url", redis_server.url) \
+        .option("stream", names["stream"]).load()
+    assert whole.count() == 100
+
+
+def test_new_session_resolves_format_without_register(redis_server, names, tmp_path):
+    r = redis_server.client()
+    produce(r, names["stream"], 5)
+    script = tmp_path / "fresh.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, sys
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        from pyspark.sql import SparkSession
+        spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false") \\
+            .getOrCreate()
+        df = spark.read.format("eventbus").option("url", {redis_server.url!r}) \\
+            .option("stream", {names["stream"]!r}).load()
+        print("COUNT", df.count())
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, timeout=300,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr.decode()[-3000:]
+    assert "COUNT 5" in out.stdout.decode()
+
+
+def _start_error(spark, tmp_path: Path, **options: str) -> str:
+    reader = spark.readStream.format("eventbus")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    df = reader.load()
+    q = (df.writeStream.format("memory").queryName(f"err_{uuid.uuid4().hex[:6]}")
+         .trigger(availableNow=True).option("checkpointLocation", checkpoint(tmp_path)).start())
+    with pytest.raises(Exception) as err:
+        q.awaitTermination(120)
+    assert not q.recentProgress or all(p["numInputRows"] == 0 for p in q.recentProgress)
+    return str(err.value)
+
+
+def test_missing_stream_fails_at_load(spark, redis_server):
+    with pytest.raises(Exception, match="option 'stream' is required"):
+        spark.readStream.format("eventbus").option("url", redis_server.url) \
+            .option("group", "g").load()
+
+
+@pytest.mark.parametrize(("option", "value", "expect"), [
+    ("maxEntriesPerTrigger", "0", "option 'maxEntriesPerTrigger' = '0' is invalid"),
+    ("numPartitions", "many", "option 'numPartitions' = 'many' is invalid"),
+    ("claimMinIdleMs", "-5", "option 'claimMinIdleMs' = '-5' is invalid"),
+    ("ackMode", "sometimes", "use one of commit, manual, none"),
+    ("valueSchema", "n INTEGR", "option 'valueSchema'"),
+    ("startId", "abc", "option 'startId' = 'abc' is not a stream ID"),
+])
+def test_invalid_option_fails_at_load_naming_option_and_value(spark, redis_server, names,
+                                                              option, value, expect):
+    with pytest.raises(Exception) as err:
+        spark.readStream.format("eventbus").option("url", redis_server.url) \
+            .option("stream", names["stream"]).option("group", "g").option(option, value).load()
+    assert expect in str(err.value)
+
+
+def test_missing_group_fails_before_any_batch(spark, redis_server, names, tmp_path):
+    text = _start_error(spark, tmp_path, url=redis_server.url, stream=names["stream"])
+    assert "option 'group' is required for streaming reads" in text
+
+
+def test_unreachable_redis_fails_before_any_batch(spark, names, tmp_path):
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    text = _start_error(spark, tmp_path, url=url, stream=names["stream"], group="g")
+    assert "Redis did not answer" in text and "option 'url'" in text
+
+
+def test_key_that_is_not_a_stream_is_refused_and_kept(spark, redis_server, names, tmp_path):
+    r = redis_server.client()
+    r.set(names["stream"], "precious")
+    text = _start_error(spark, tmp_path, url=redis_server.url, stream=names["stream"], group="g")
+    assert "holds a string, not a stream" in text
+    assert r.get(names["stream"]) == b"precious"
+
+
+def test_password_never_appears_in_errors_offsets_or_progress(spark, own_redis, names, tmp_path):
+    secret = "s3cret-" + uuid.uuid4().hex[:8]
+    own_redis.password = secret
+    own_redis.start()
+    produce(own_redis.client(), names["stream"], 50)
+    # wrong password: a clear error without the password it was given
+    wrong = _start_error(spark, tmp_path, url=own_redis.url, password=secret + "-wrong",
+                         stream=names["stream"], group="g")
+    assert "password" in wrong.lower() and secret not in wrong
+    # password inside the URL, server unreachable: redacted
+    url = f"redis://user:{secret}@127.0.0.1:{free_port()}/0"
+    text = _start_error(spark, tmp_path, url=url, stream=names["stream"], group="g")
+    assert secret not in text and "user:***@" in text
+    # a working query: nothing in the checkpoint or the progress reports
+    df = stream_df(spark, own_redis.url, names["stream"], names["group"], password=secret)
+    rows, q = run_available_now(df, tmp_path)
+    assert len(rows) == 50
+    assert secret not in json.dumps(q.recentProgress, default=str)
+    checked = 0
+    for path in tmp_path.rglob("*"):  # every checkpoint file (offsets, commits, metadata)
+        if path.is_file() and "redis" not in path.parts:
+            assert secret.encode() not in path.read_bytes(), path
+            checked += 1
+    assert checked > 0

@@ -1,0 +1,146 @@
+"""Faults: driver SIGKILL and restart, task retry, Redis restart, entries trimmed after claim."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.datasource import ReadMaxRows
+
+from spark_eventbus import DataLossError
+from spark_eventbus.options import parse_reader_options
+from spark_eventbus.reader import EventBusStreamReader
+from tests.integration.helpers import (
+    checkpoint,
+    ids_of,
+    pending,
+    produce,
+    run_available_now,
+    stream_df,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+JOB = Path(__file__).parent / "jobs" / "consume.py"
+
+
+def _commits(chk: Path) -> int:
+    d = chk / "commits"
+    return sum(1 for p in d.iterdir() if p.name.isdigit()) if d.exists() else 0
+
+
+def test_driver_sigkill_and_restart_loses_nothing(redis_server, names, tmp_path):
+    r = redis_server.client()
+    produced = produce(r, names["stream"], 20_000)
+    chk, out = tmp_path / "chk", tmp_path / "out"
+    max_entries = 1000
+    base = [sys.executable, str(JOB), "--url", redis_server.url, "--stream", names["stream"],
+            "--group", names["group"], "--checkpoint", str(chk), "--out", str(out),
+            "--max-entries", str(max_entries)]
+    kills = 0
+    rng = random.Random(7)
+    for _ in range(3):
+        before = _commits(chk)
+        with open(tmp_path / f"run{kills}.log", "wb") as log:
+            proc = subprocess.Popen(base, stdout=log, stderr=log, start_new_session=True)
+            wait_for(lambda p=proc, n=before: _commits(chk) >= n + 2 or p.poll() is not None,
+                     240, "the query to commit two batches")
+            assert proc.poll() is None, (tmp_path / f"run{kills}.log").read_text()[-3000:]
+            time.sleep(rng.uniform(0.0, 0.6))  # land the kill anywhere inside a batch
+            os.killpg(proc.pid, signal.SIGKILL)  # the Python driver and its JVM
+            proc.wait(30)
+            kills += 1
+    final = subprocess.run([*base, "--available-now"], capture_output=True, timeout=600)
+    assert final.returncode == 0, final.stderr.decode()[-3000:]
+    got = pq.read_table(out).column("id").to_pylist()
+    assert set(got) == set(produced), "an ID is missing"
+    duplicates = len(got) - len(set(got))
+    # At-least-once: a kill can replay at most the batch in flight.
+    assert duplicates <= kills * max_entries, duplicates
+    assert pending(r, names["stream"], names["group"]) == 0
+
+
+def test_failed_task_is_retried_with_the_same_rows(spark, redis_server, names, tmp_path):
+    r = redis_server.client()
+    produced = produce(r, names["stream"], 3_000)
+
+    def attempt_number(_):  # type: ignore[no-untyped-def]  # hints would make it an Arrow UDF
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx.attemptNumber() == 0 and ctx.partitionId() == 0:
+            raise RuntimeError("injected task failure")
+        return ctx.attemptNumber()
+
+    attempt = F.udf(attempt_number, "int")
+    df = stream_df(spark, redis_server.url, names["stream"], names["group"],
+                   maxEntriesPerTrigger=1000)
+    rows, _ = run_available_now(df.withColumn("attempt", attempt("id")), tmp_path)
+    got = ids_of(rows)
+    assert sorted(got) == sorted(produced)  # no loss and no extra row
+    assert any(row["attempt"] == 1 for row in rows), "no task was retried"
+    assert pending(r, names["stream"], names["group"]) == 0
+
+
+def test_redis_restart_mid_stream_loses_nothing(spark, own_redis, names, tmp_path):
+    own_redis.start()
+    r = own_redis.client()
+    produced = produce(r, names["stream"], 4_000)
+    df = stream_df(spark, own_redis.url, names["stream"], names["group"],
+                   maxEntriesPerTrigger=500)
+    name = f"restart_{uuid.uuid4().hex[:6]}"
+    q = (df.writeStream.format("memory").queryName(name).trigger(processingTime="200 milliseconds")
+         .option("checkpointLocation", checkpoint(tmp_path)).start())
+    try:
+        wait_for(lambda: spark.table(name).count() >= 1000, 120, "first batches")
+        own_redis.kill()
+        threading.Timer(0.5, own_redis.start).start()
+        wait_for(lambda: spark.table(name).count() >= 4_000 or q.exception() is not None, 240,
+                 "the query to finish after the restart")
+        produced += produce(own_redis.client(), names["stream"], 500, 4_000)
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    assert q.exception() is None
+    got = ids_of(spark.table(name).collect())
+    assert set(got) == set(produced)
+    assert pending(own_redis.client(), names["stream"], names["group"]) == 0
+
+
+def _reader(url: str, names: dict[str, str], **extra: str) -> EventBusStreamReader:
+    opts = parse_reader_options({"url": url, "stream": names["stream"], "group": names["group"],
+                                 "startingPosition": "earliest", **extra}, streaming=True)
+    return EventBusStreamReader(opts, None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_entries_trimmed_after_claim_before_read(redis_server, names, fail):
+    """Driver and executor halves of the reader called directly, with Redis trimming between."""
+    r = redis_server.client()
+    ids = produce(r, names["stream"], 100)
+    reader = _reader(redis_server.url, names, failOnDataLoss=str(fail).lower())
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadMaxRows(1000))
+    r.xtrim(names["stream"], maxlen=10, approximate=False)
+    parts = reader.partitions(start, end)
+    if fail:
+        with pytest.raises(DataLossError) as err:
+            for p in parts:
+                list(reader.read(p))
+        assert names["stream"] in str(err.value) and ids[0] in str(err.value)
+        assert "failOnDataLoss" in str(err.value)
+        return
+    batches = [b for p in parts for b in reader.read(p)]
+    assert sorted(i for b in batches for i in b.column("id").to_pylist()) == sorted(ids[90:])
+    reader.commit(end)
+    assert pending(r, names["stream"], names["group"]) == 0

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from spark_eventbus import ConfigError
+from spark_eventbus.options import parse_reader_options
+
+BASE = {"stream": "orders", "group": "billing"}
+
+
+def test_defaults_follow_the_design_contract():
+    o = parse_reader_options(BASE, streaming=True)
+    assert o.url == "redis://localhost:6379/0"
+    assert o.consumer_name == "spark-billing"
+    assert (o.max_entries_per_trigger, o.num_partitions) == (100_000, 2)
+    assert (o.claim_min_idle_ms, o.reclaim_max_entries, o.max_deliveries) == (60_000, 1000, 0)
+    assert (o.ack_mode, o.fail_on_data_loss, o.starting_position) == ("commit", True, "latest")
+    assert (o.value_field, o.fields_binary, o.start_id, o.end_id) == ("payload", False, "-", "+")
+
+
+def test_option_names_are_case_insensitive_and_streams_split_on_commas():
+    o = parse_reader_options({"STREAM": " a , b ", "Group": "g", "MAXENTRIESPERTRIGGER": "5"},
+                             streaming=True)
+    assert o.streams == ("a", "b")
+    assert o.max_entries_per_trigger == 5
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"stream": ""}, "option 'stream' is required"),
+    ({"stream": "a,a"}, "names a stream twice"),
+    ({"group": " "}, "option 'group' is required for streaming reads"),
+    ({"maxEntriesPerTrigger": "0"}, "'maxEntriesPerTrigger' = '0' is invalid"),
+    ({"numPartitions": "2.5"}, "'numPartitions' = '2.5' is invalid"),
+    ({"reclaimMaxEntries": "1000001"}, "'reclaimMaxEntries' = '1000001' is invalid"),
+    ({"ackMode": "auto"}, "use one of commit, manual, none"),
+    ({"failOnDataLoss": "yes"}, "use 'true' or 'false'"),
+    ({"fieldsType": "json"}, "use one of string, binary"),
+    ({"maxDeliveries": "3"}, "needs option 'deadLetterStream'"),
+    ({"deadLetterStream": "orders", "maxDeliveries": "3"}, "is also a source stream"),
+    ({"url": "http://x"}, "option 'url'"),
+    ({"startingPosition": "yesterday"}, "is not a stream ID"),
+    ({"valueSchema": "a MAP<INT, STRING>"}, "MAP<STRING"),
+])
+def test_invalid_values_name_the_option_and_the_fix(extra, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        parse_reader_options({**BASE, **extra}, streaming=True)
+
+
+def test_batch_reads_need_no_group_but_check_the_id_range():
+    o = parse_reader_options({"stream": "s", "startId": "10-0", "endId": "20"}, streaming=False)
+    assert (o.start_id, o.end_id) == ("10-0", "20")
+    with pytest.raises(ConfigError, match="is after option 'endId'"):
+        parse_reader_options({"stream": "s", "startId": "30", "endId": "20"}, streaming=False)
+
+
+def test_unknown_and_ignored_options_are_warned_about(caplog):
+    with caplog.at_level(logging.WARNING, "spark_eventbus"):
+        parse_reader_options({**BASE, "maxEntries": "5", "startId": "1-0"}, streaming=True)
+    text = caplog.text
+    assert "unknown option 'maxentries'" in text
+    assert "'startId' has no effect on streaming reads" in text
+
+
+def test_ack_mode_none_disables_reclaim_and_says_so(caplog):
+    with caplog.at_level(logging.WARNING, "spark_eventbus"):
+        o = parse_reader_options({**BASE, "ackMode": "none", "claimMinIdleMs": "5"},
+                                 streaming=True)
+    assert not o.reclaim_enabled
+    assert "no effect with ackMode=none" in caplog.text
+
+
+def test_password_is_not_in_repr_or_url_errors():
+    o = parse_reader_options({**BASE, "password": "hunter2"}, streaming=True)
+    assert "hunter2" not in repr(o)
+    with pytest.raises(ConfigError) as err:
+        parse_reader_options({**BASE, "url": "http://u:hunter2@h"}, streaming=True)
+    assert "hunter2" not in str(err.value)
