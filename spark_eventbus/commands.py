@@ -6,6 +6,7 @@ one consumer group, and translates redis-py errors into :mod:`spark_eventbus.err
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -151,17 +152,22 @@ class StreamOps:
     # -- claim plan ----------------------------------------------------------------------------
 
     def load_plan(self, run: str, seq: int) -> StreamBatch:
-        """The entries already claimed for batch (run, seq) by an earlier driver, if any."""
-        import json
-
+        """What was already claimed for batch (run, seq): pre-claimed, or left by a crash."""
         with self._errors("reading the claim plan"):
-            raw = self.redis.get(self.plan_key)
+            raw = self.redis.hget(self.plan_key, str(seq))
         if raw is None:
             return StreamBatch()
         plan = json.loads(raw)
-        if plan.get("run") != run or str(plan.get("seq")) != str(seq):
+        if plan.get("run") != run:
             return StreamBatch()
         return StreamBatch.from_json(plan)
+
+    def prune_plans(self, logged_seq: int) -> None:
+        """Drop plans of batches Spark has logged (seq <= ``logged_seq``): offsets cover them."""
+        with self._errors("pruning claim plans"):
+            old = [f for f in self.redis.hkeys(self.plan_key) if int(f) <= logged_seq]
+            if old:
+                self.redis.hdel(self.plan_key, *old)
 
     def claim(self, count: int, run: str, seq: int, stop_after: str | None,
               fail_on_loss: bool) -> ClaimResult:

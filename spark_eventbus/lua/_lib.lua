@@ -21,11 +21,12 @@ local function kv(flat)
   return t
 end
 
--- The claim plan of batch (run, seq) for this consumer: what it has claimed so far for a batch
--- Spark may not have logged yet. A plan of another batch is replaced.
+-- The claim plans of this consumer: a hash with one field per batch number (seq), holding what
+-- was claimed for a batch Spark may not have logged yet (crash residue, or the next batch
+-- pre-claimed while the current one runs). A plan of another run (checkpoint) is replaced.
 local PLAN_TTL_MS = 7 * 24 * 3600 * 1000
 local function load_plan(key, run, seq)
-  local raw = redis.call('GET', key)
+  local raw = redis.call('HGET', key, seq)
   if raw then
     local p = cjson.decode(raw)
     if p.run == run and p.seq == seq then
@@ -37,7 +38,8 @@ local function load_plan(key, run, seq)
   return {run = run, seq = seq, chunks = {}, reclaimed = {}}
 end
 local function save_plan(key, plan)
-  redis.call('SET', key, cjson.encode(plan), 'PX', PLAN_TTL_MS)
+  redis.call('HSET', key, plan.seq, cjson.encode(plan))
+  redis.call('PEXPIRE', key, PLAN_TTL_MS)
 end
 
 -- Append an entry to a dead-letter stream with its original fields and the dlq.* fields.

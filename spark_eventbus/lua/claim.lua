@@ -26,20 +26,20 @@ if not delivered then return {'nogroup', '', '', 0, '', '', -1} end
 --    entry lies after our position, entries-added - entries-read - length entries are gone.
 local lost_after, lost_before, lost_count = '', '', -1
 local maxdel = info['max-deleted-entry-id']
-local first = info['first-entry'] and info['first-entry'][1]
+local first_entry = info['first-entry'] and info['first-entry'][1]
 if maxdel and idcmp(maxdel, delivered) > 0 then
-  lost_after, lost_before = delivered, first or info['last-generated-id']
-  if first and idcmp(first, maxdel) < 0 then lost_before = '' end
+  lost_after, lost_before = delivered, first_entry or info['last-generated-id']
+  if first_entry and idcmp(first_entry, maxdel) < 0 then lost_before = '' end
 end
 local added = info['entries-added']
-if added and (not first or idcmp(first, delivered) > 0) then
+if added and (not first_entry or idcmp(first_entry, delivered) > 0) then
   local before = entries_read
   if delivered == '0-0' then before = 0 end
   if type(before) == 'number' then
     local gone = added - before - info['length']
     if gone > 0 then
       lost_after, lost_count = delivered, gone
-      lost_before = first or ('(' .. info['last-generated-id'])
+      lost_before = first_entry or ('(' .. info['last-generated-id'])
     end
   end
 end
@@ -65,6 +65,6 @@ if n == 0 then
 end
 local last = entries[n][1]
 local plan = load_plan(plan_key, ARGV[4], ARGV[5])
-table.insert(plan.chunks, {first, last, n})
+table.insert(plan.chunks, {entries[1][1], last, n})
 save_plan(plan_key, plan)
 return {'ok', entries[1][1], last, n, lost_after, lost_before, lost_count}

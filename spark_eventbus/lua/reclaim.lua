@@ -17,11 +17,24 @@ local r = redis.call('XAUTOCLAIM', stream, group, consumer, ARGV[3], ARGV[4],
 local claimed, deleted = r[2], r[3] or {}
 
 local plan = load_plan(plan_key, ARGV[6], ARGV[7])
-local planned = {}
-for _, e in ipairs(plan.reclaimed) do planned[e[1]] = true end
+-- Entries of any outstanding plan of this run (this batch, or a later one pre-claimed before a
+-- crash) are already on their way to Spark: never deliver them twice.
+local planned, ranges = {}, {}
+local all = redis.call('HGETALL', plan_key)
+for i = 2, #all, 2 do
+  local p = cjson.decode(all[i])
+  if p.run == ARGV[6] and tonumber(p.seq) >= tonumber(ARGV[7]) then
+    if type(p.reclaimed) == 'table' then
+      for _, e in ipairs(p.reclaimed) do planned[e[1]] = true end
+    end
+    if type(p.chunks) == 'table' then
+      for _, c in ipairs(p.chunks) do ranges[#ranges + 1] = c end
+    end
+  end
+end
 local function in_plan(id)
   if planned[id] then return true end
-  for _, c in ipairs(plan.chunks) do
+  for _, c in ipairs(ranges) do
     if idcmp(id, c[1]) >= 0 and idcmp(id, c[2]) <= 0 then return true end
   end
   return false

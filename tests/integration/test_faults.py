@@ -144,3 +144,51 @@ def test_entries_trimmed_after_claim_before_read(redis_server, names, fail):
     assert sorted(i for b in batches for i in b.column("id").to_pylist()) == sorted(ids[90:])
     reader.commit(end)
     assert pending(r, names["stream"], names["group"]) == 0
+
+
+def _rows(reader: EventBusStreamReader, start: dict, end: dict) -> list[str]:
+    return [i for p in reader.partitions(start, end) for b in reader.read(p)
+            for i in b.column("id").to_pylist()]
+
+
+def test_claims_spark_never_logged_are_recovered_by_the_next_driver(redis_server, names):
+    """A driver dies after claiming (and pre-claiming) but before Spark logs the batch: a new
+    driver starting from the same logged offset gets exactly those entries, at once."""
+    r = redis_server.client()
+    ids = produce(r, names["stream"], 5_000)
+    first = _reader(redis_server.url, names, maxEntriesPerTrigger="1000", numPartitions="3")
+    start = first.initialOffset()
+    end1 = first.latestOffset(start, ReadMaxRows(1000))  # batch 1, "logged"
+    end2 = first.latestOffset(end1, ReadMaxRows(1000))  # batch 2: claimed, never logged
+    first.stop()  # waits for the pre-claim of batch 3; the driver then "dies"
+    # batch 1 acked; batch 2 (1,000) and 900 pre-claimed for batch 3 (100 left for reclaim)
+    assert pending(r, names["stream"], names["group"]) == 1_900
+
+    second = _reader(redis_server.url, names, maxEntriesPerTrigger="1000", numPartitions="3")
+    again = second.latestOffset(end1, ReadMaxRows(1000))
+    assert again == end2  # the very batch the dead driver planned
+    assert sorted(_rows(second, end1, again)) == sorted(ids[1000:2000])
+    end3 = second.latestOffset(again, ReadMaxRows(1000))  # the pre-claimed batch 3
+    assert sorted(_rows(second, again, end3)) == sorted(ids[2000:3000])
+    seen = [*_rows(second, end1, again), *_rows(second, again, end3)]
+    while True:
+        nxt = second.latestOffset(end3, ReadMaxRows(1000))
+        if nxt == end3:
+            break
+        seen += _rows(second, end3, nxt)
+        end3 = nxt
+    second.commit(end3)
+    second.stop()
+    assert sorted(seen) == sorted(ids[1000:])  # nothing twice, nothing missing
+    assert pending(r, names["stream"], names["group"]) == 0
+
+
+def test_latest_offset_returns_start_itself_when_nothing_is_new(redis_server, names):
+    r = redis_server.client()
+    produce(r, names["stream"], 10)
+    reader = _reader(redis_server.url, names)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadMaxRows(100))
+    assert reader.latestOffset(end, ReadMaxRows(100)) is end
+    assert reader.partitions(end, end) == []
+    reader.stop()

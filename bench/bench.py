@@ -1,0 +1,217 @@
+"""``make bench``: the reader against a plain redis-py consumer loop, on the same data, same run.
+
+1. Starts its own redis-server (free loopback port, AOF off: we measure the reader, not fsync).
+2. Produces N entries (default 1,000,000) of a ~200-byte JSON payload.
+3. Baseline: a plain redis-py consumer (hiredis), XREADGROUP COUNT 1000 + one XACK per read.
+4. The reader: ``format("eventbus")`` with Trigger.AvailableNow into Spark's ``noop`` sink, in a
+   separate driver process per setting (so each measures its own Python workers' peak RSS),
+   at maxEntriesPerTrigger 100,000 and 500,000.
+5. Prints rows/s, the ratio reader/baseline, Redis's longest single command (SLOWLOG) during
+   each phase, and the peak RSS (VmHWM) of the Python workers.
+
+Usage: python bench/bench.py [--entries N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.redis_server import free_port  # noqa: E402
+
+STREAM = "bench:orders"
+
+
+def start_redis(workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit("redis-server not found: run `make install`")
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir),
+         "--appendonly", "no", "--save", "", "--slowlog-log-slower-than", "1000",
+         "--slowlog-max-len", "1024", "--daemonize", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    r = redis.Redis(port=port)
+    for _ in range(200):
+        try:
+            r.ping()
+            return proc, port
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    raise SystemExit("redis-server did not start")
+
+
+def produce(r: redis.Redis, n: int) -> None:
+    filler = "x" * 120
+    pipe = r.pipeline(transaction=False)
+    for i in range(n):
+        pipe.xadd(STREAM, {"payload": f'{{"order_id": {i}, "customer": "c{i % 997}", '
+                                      f'"amount": {i % 500}.25, "note": "{filler}"}}'})
+        if i % 5000 == 4999:
+            pipe.execute()
+    pipe.execute()
+
+
+def slowest_command(r: redis.Redis) -> tuple[float, str]:
+    """Longest command in SLOWLOG since the last reset (ms, command)."""
+    entries = r.slowlog_get(1024)
+    if not entries:
+        return 0.0, "-"
+    top = max(entries, key=lambda e: e["duration"])
+    cmd = top["command"]
+    cmd = cmd.decode() if isinstance(cmd, bytes) else str(cmd)
+    return top["duration"] / 1000.0, cmd[:60]
+
+
+def baseline(r: redis.Redis, n: int) -> float:
+    """A plain redis-py consumer loop: XREADGROUP COUNT 1000 + batched XACK."""
+    r.xgroup_create(STREAM, "baseline", "0")
+    got = 0
+    start = time.perf_counter()
+    while got < n:
+        reply = r.xreadgroup("baseline", "c1", {STREAM: ">"}, count=1000)
+        if not reply:
+            break
+        entries = reply[0][1]
+        r.xack(STREAM, "baseline", *[entry_id for entry_id, _ in entries])
+        got += len(entries)
+    elapsed = time.perf_counter() - start
+    assert got == n, got
+    return n / elapsed
+
+
+def _worker_pids() -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                cmd = (d / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"pyspark.daemon" in cmd or b"pyspark/daemon" in cmd or b"pyspark.worker" in cmd:
+                pids.append(int(d.name))
+    return pids
+
+
+def _vmhwm_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def run_reader(port: int, group: str, max_entries: int, n: int) -> dict[str, float]:
+    """Driver process of one reader measurement (``bench.py reader ...``)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.driver.memory", "4g")
+             .config("spark.driver.extraJavaOptions",
+                     f"-Dlog4j2.configurationFile=file:{ROOT / 'conf' / 'log4j2.properties'}")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    peak = {"kb": 0}
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            for pid in _worker_pids():
+                peak["kb"] = max(peak["kb"], _vmhwm_kb(pid))
+            time.sleep(0.2)
+
+    df = (spark.readStream.format("eventbus").option("url", f"redis://127.0.0.1:{port}/0")
+          .option("stream", STREAM).option("group", group).option("startingPosition", "earliest")
+          .option("maxEntriesPerTrigger", str(max_entries)).option("numPartitions", "2").load())
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    tmp = tempfile.mkdtemp(prefix="bench-chk-")
+    start = time.perf_counter()
+    q = (df.writeStream.format("noop").option("checkpointLocation", tmp)
+         .trigger(availableNow=True).start())
+    q.awaitTermination()
+    elapsed = time.perf_counter() - start
+    stop.set()
+    sampler.join()
+    if q.exception() is not None:
+        raise SystemExit(f"reader query failed: {q.exception()}")
+    rows = sum(p["numInputRows"] for p in q.recentProgress)
+    spark.stop()
+    return {"rows": rows, "seconds": elapsed, "rows_per_s": rows / elapsed,
+            "worker_peak_rss_mb": peak["kb"] / 1024, "batches": len(q.recentProgress)}
+
+
+def reader_subprocess(port: int, group: str, max_entries: int, n: int) -> dict[str, float]:
+    out = subprocess.run([sys.executable, __file__, "reader", str(port), group,
+                          str(max_entries), str(n)], capture_output=True, timeout=3600)
+    if out.returncode != 0:
+        raise SystemExit(out.stderr.decode()[-4000:])
+    return json.loads(out.stdout.decode().strip().splitlines()[-1])
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "reader":
+        port, group, max_entries, n = sys.argv[2:6]
+        print(json.dumps(run_reader(int(port), group, int(max_entries), int(n))))
+        return
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--entries", type=int, default=1_000_000)
+    args = ap.parse_args()
+    n = args.entries
+    work = Path(tempfile.mkdtemp(prefix="eventbus-bench-"))
+    proc, port = start_redis(work)
+    try:
+        r = redis.Redis(port=port)
+        t = time.perf_counter()
+        produce(r, n)
+        size = len(r.xrange(STREAM, count=1)[0][1][b"payload"])
+        print(f"produced {n:,} entries (~{size} B payload) in {time.perf_counter() - t:.1f} s")
+        print(f"hiredis: {redis.utils.HIREDIS_AVAILABLE}")
+
+        r.slowlog_reset()
+        base = baseline(r, n)
+        base_slow = slowest_command(r)
+        print(f"baseline  redis-py XREADGROUP COUNT 1000 + XACK: {base:>10,.0f} rows/s  "
+              f"(longest Redis command {base_slow[0]:.1f} ms: {base_slow[1]})")
+
+        results = {}
+        for max_entries in (100_000, 500_000):
+            r.slowlog_reset()
+            res = reader_subprocess(port, f"spark-{max_entries}", max_entries, n)
+            slow = slowest_command(r)
+            pending = r.xpending(STREAM, f"spark-{max_entries}")["pending"]
+            results[max_entries] = res
+            print(f"reader    maxEntriesPerTrigger={max_entries:>7,}: {res['rows_per_s']:>10,.0f}"
+                  f" rows/s  ratio {res['rows_per_s'] / base:.2f}  ({res['rows']:,} rows, "
+                  f"{res['batches']} batches, {res['seconds']:.1f} s)")
+            print(f"          longest Redis command {slow[0]:.1f} ms ({slow[1]}); "
+                  f"worker peak RSS {res['worker_peak_rss_mb']:.0f} MiB; pending after {pending}")
+            assert res["rows"] == n, res
+        small, big = results[100_000], results[500_000]
+        print(f"worker peak RSS 500k / 100k: {big['worker_peak_rss_mb']:.0f} / "
+              f"{small['worker_peak_rss_mb']:.0f} MiB = "
+              f"{big['worker_peak_rss_mb'] / small['worker_peak_rss_mb']:.2f}")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
