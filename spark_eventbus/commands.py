@@ -162,10 +162,10 @@ class StreamOps:
             return StreamBatch()
         return StreamBatch.from_json(plan)
 
-    def prune_plans(self, logged_seq: int) -> None:
-        """Drop plans of batches Spark has logged (seq <= ``logged_seq``): offsets cover them."""
+    def prune_plans(self, acked_seq: int) -> None:
+        """Drop plans of batches that are logged and acked (seq <= ``acked_seq``)."""
         with self._errors("pruning claim plans"):
-            old = [f for f in self.redis.hkeys(self.plan_key) if int(f) <= logged_seq]
+            old = [f for f in self.redis.hkeys(self.plan_key) if int(f) <= acked_seq]
             if old:
                 self.redis.hdel(self.plan_key, *old)
 
@@ -182,13 +182,15 @@ class StreamOps:
         return ClaimResult(status, chunk, lost_after, lost_before, int(lost_count))
 
     def reclaim(self, cursor: str, count: int, min_idle_ms: int, run: str, seq: int,
-                max_deliveries: int, dead_letter_stream: str | None) -> ReclaimResult:
-        """One atomic XAUTOCLAIM pass of at most ``count`` entries (scans <= 10x that)."""
+                max_deliveries: int, dead_letter_stream: str | None, protect_from: int
+                ) -> ReclaimResult:
+        """One atomic XAUTOCLAIM pass of at most ``count`` entries (scans <= 10x that) into the
+        plan of batch ``seq``; entries of plans ``>= protect_from`` are never taken."""
         with self._errors("reclaiming idle entries"):
             res = self._scripts["reclaim"](
                 keys=[self.stream, self.plan_key, dead_letter_stream or self.stream],
                 args=[self.group, self.consumer, min_idle_ms, cursor, count, run, str(seq),
-                      max_deliveries])
+                      max_deliveries, protect_from])
         next_cursor, flat, dead, deleted = res
         taken = tuple((_s(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2))
         return ReclaimResult(_s(next_cursor), taken, int(dead), tuple(_s(d) for d in deleted))

@@ -10,6 +10,7 @@ deleted entries. The same offset therefore yields the same rows on every retry.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -39,8 +40,9 @@ from .schema import BatchBuilder, ValueParser, output_schema, parse_value_schema
 log = logging.getLogger("spark_eventbus")
 
 # Entries per XRANGE page on executors and per Arrow batch: bounds worker memory whatever the
-# batch size (~200-byte entries: ~1 MB of reply per page).
-READ_PAGE = 2_000
+# batch size (~200-byte entries: ~1 MB of reply per page; at most PREFETCH + 1 pages in memory).
+# 5,000 measured ~5% faster than 2,000 into Spark (fewer, larger Arrow batches).
+READ_PAGE = 5_000
 # XAUTOCLAIM COUNT per script call: it scans at most 10x this many PEL entries.
 RECLAIM_PAGE = 500
 
@@ -102,6 +104,9 @@ def _raw_client(spec: ConnectionSpec) -> redis.Redis:
     return c
 
 
+PREFETCH = 2
+
+
 def _xrange_pages(r: redis.Redis, stream: str, start: str, end: str) -> Iterator[list[Any]]:
     lo = start
     while True:
@@ -111,6 +116,48 @@ def _xrange_pages(r: redis.Redis, stream: str, start: str, end: str) -> Iterator
         if len(page) < READ_PAGE:
             return
         lo = "(" + page[-1][0].decode()
+
+
+_DONE = object()
+
+
+def _prefetched(pages: Iterator[Any], depth: int = PREFETCH) -> Iterator[Any]:
+    """Fetch the next pages in a thread while the caller converts the current one.
+
+    Redis answers and the socket read overlap the Arrow conversion; a bounded queue keeps at
+    most ``depth`` pages waiting, so memory does not grow with the batch. Errors re-raise here.
+    """
+    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def pump() -> None:
+        try:
+            for page in pages:
+                while not stop.is_set():
+                    try:
+                        q.put(page, timeout=0.5)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(_DONE)
+        except BaseException as exc:
+            q.put(exc)
+
+    t = threading.Thread(target=pump, name="eventbus-prefetch", daemon=True)
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        t.join()
 
 
 def read_slice(spec: ReadSpec, sl: Slice) -> Iterator[pa.RecordBatch]:
@@ -124,12 +171,14 @@ def read_slice(spec: ReadSpec, sl: Slice) -> Iterator[pa.RecordBatch]:
     build = _builder(spec)
     missing: list[str] = []
     try:
+        pages = ((chunk, page) for chunk in sl.chunks
+                 for page in _xrange_pages(r, sl.stream, chunk.first, chunk.last))
+        got: dict[str, int] = {}
+        for chunk, page in _prefetched(pages):
+            got[chunk.first] = got.get(chunk.first, 0) + len(page)
+            yield build.build(sl.stream, page, 1)
         for chunk in sl.chunks:
-            got = 0
-            for page in _xrange_pages(r, sl.stream, chunk.first, chunk.last):
-                got += len(page)
-                yield build.build(sl.stream, page, 1)
-            if got != chunk.count:
+            if got.get(chunk.first, 0) != chunk.count:
                 missing += _missing_in_chunk(r, spec, sl.stream, chunk.first, chunk.last)
         for k in range(0, len(sl.reclaimed), READ_PAGE):
             part = sl.reclaimed[k:k + READ_PAGE]
@@ -211,9 +260,10 @@ class _DriverState:
     reclaim_done: set[str] = field(default_factory=set)
     reported_losses: set[tuple[str, str]] = field(default_factory=set)
     lost_ranges: int = 0
-    preclaim: threading.Thread | None = None
-    preclaim_error: BaseException | None = None
+    background: threading.Thread | None = None
+    background_error: BaseException | None = None
     preclaimed_seq: int = -1
+    ack_scheduled_seq: int = -1
     lost_entries: int = 0
     dead_lettered: int = 0
 
@@ -272,17 +322,17 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         st.reclaim_cursor.clear()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        """Plan the next batch: ack what Spark committed, then recover, reclaim and claim."""
+        """Plan the next batch: recover what is already claimed for it, then reclaim and claim.
+
+        Spark has committed every batch up to ``start`` when it asks for the next one (it
+        delays ``commit(start)`` until a later batch is planned), so ``start`` is acked here:
+        in the background when a new batch is returned, at once otherwise.
+        """
         st = self.state
         o = self.options
         begin = BatchOffset.from_json(start)
-        self._join_preclaim()
-        # Spark has committed every batch up to `start` when it asks for the next one; it
-        # delays commit(start) until a later batch is planned, so ack here already.
-        self._ack(begin)
+        self._join_background()
         seq = begin.seq + 1
-        for op in st.ops.values():
-            op.prune_plans(begin.seq)
         budget: int | None = None
         if isinstance(limit, ReadMaxRows):
             budget = limit.max_rows
@@ -303,27 +353,38 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         used = sum(b.count for b in batches.values())
         left = None if budget is None else max(0, budget - used)
 
-        # 2. Reclaim entries idle in other (dead) consumers, bounded by reclaimMaxEntries.
-        if o.reclaim_enabled:
-            rec_budget = o.reclaim_max_entries if left is None else min(o.reclaim_max_entries,
-                                                                         left)
-            for name, op, grant in zip(st.ops, st.ops.values(),
-                                       share_budget(rec_budget, [rec_budget] * len(st.ops)),
-                                       strict=True):
-                got = self._reclaim(name, op, grant, begin.run, seq)
-                if got:
-                    batches[name] = batches.get(name, StreamBatch()) + got
+        # 2. Top up: reclaim idle entries of dead consumers, then claim new entries. Entries of
+        #    `begin` are committed but not acked yet: protected from reclaim.
+        if left is None or left > 0:
+            for name, got in self._reclaim_all(left, begin.run, seq, begin.seq).items():
+                batches[name] = batches.get(name, StreamBatch()) + got
             used = sum(b.count for b in batches.values())
             left = None if budget is None else max(0, budget - used)
-
-        # 3. Claim new entries with XREADGROUP >, in chunks; payloads stay in Redis.
-        for name, got in self._claim_new(left, budget, begin.run, seq).items():
-            batches[name] = batches.get(name, StreamBatch()) + got
+        if left is None or left > 0:
+            for name, got in self._claim_new(left, budget, begin.run, seq).items():
+                batches[name] = batches.get(name, StreamBatch()) + got
 
         if not any(batches.values()):
+            self._ack(begin)
             return start  # the very same object: Spark compares offsets as JSON text
-        self._start_preclaim(budget, begin.run, seq + 1)
+        self._start_background(begin, budget, seq + 1)
         return BatchOffset(begin.run, seq, batches).to_json()
+
+    def _reclaim_all(self, left: int | None, run: str, seq: int, protect_from: int
+                     ) -> dict[str, StreamBatch]:
+        """Reclaim up to ``min(reclaimMaxEntries, left)`` entries, shared across streams."""
+        o = self.options
+        if not o.reclaim_enabled:
+            return {}
+        st = self.state
+        budget = o.reclaim_max_entries if left is None else min(o.reclaim_max_entries, left)
+        out: dict[str, StreamBatch] = {}
+        for (name, op), grant in zip(st.ops.items(),
+                                     share_budget(budget, [budget] * len(st.ops)), strict=True):
+            got = self._reclaim(name, op, grant, run, seq, protect_from)
+            if got:
+                out[name] = got
+        return out
 
     def _claim_new(self, left: int | None, budget: int | None, run: str, seq: int
                    ) -> dict[str, StreamBatch]:
@@ -351,45 +412,50 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 spare -= got.count
         return out
 
-    # -- pre-claim: overlap the next batch's claim with the current batch's read ---------------
+    # -- background: overlap acking and the next batch's claims with the current batch ------
 
-    def _start_preclaim(self, budget: int | None, run: str, seq: int) -> None:
-        """Claim batch ``seq`` in the background while Spark runs batch ``seq - 1``.
+    def _start_background(self, committed: BatchOffset, budget: int | None, seq: int) -> None:
+        """While Spark runs batch ``seq - 1``: ack ``committed``, then reclaim and claim batch
+        ``seq`` (the pre-claim).
 
-        Claiming is serial Redis work (~3 us/entry inside Lua); reading runs on the executors.
-        Overlapping them is safe: the claim script records every chunk in the plan of ``seq``
-        atomically, so the next ``latestOffset`` (in this process, or after a crash) finds it.
-        Room for ``min(reclaimMaxEntries, budget / 10)`` is left so reclaiming keeps making
-        progress even on a stream that always has new entries.
+        Claiming is serial Redis work (~3 us/entry inside Lua) and acking ~0.5 us/entry; the
+        read runs on the executors. Overlapping them is safe: every claim script records what it
+        takes in the plan of ``seq`` atomically, so the next ``latestOffset`` (in this process,
+        or after a crash) finds it; reclaim never takes entries of plans from ``seq - 1`` on
+        (the batch in flight).
         """
         st = self.state
-        o = self.options
-        size = budget if budget is not None else o.max_entries_per_trigger
-        if o.reclaim_enabled:
-            size -= min(o.reclaim_max_entries, max(1, size // 10))
-        if size <= 0:
-            return
+        size = budget if budget is not None else self.options.max_entries_per_trigger
+        run = committed.run
 
         def work() -> None:
             try:
+                self._ack(committed)
+                for op in st.ops.values():
+                    op.prune_plans(min(committed.seq, st.acked_seq))
                 # A plan for `seq` may exist already (left by a driver that died): top it up.
                 planned = sum(op.load_plan(run, seq).count for op in st.ops.values())
-                if size > planned:
-                    self._claim_new(size - planned, budget, run, seq)
+                left = size - planned
+                if left > 0:
+                    for got in self._reclaim_all(left, run, seq, seq - 1).values():
+                        left -= got.count
+                if left > 0:
+                    self._claim_new(left, budget, run, seq)
             except BaseException as exc:  # re-raised by the next latestOffset
-                st.preclaim_error = exc
+                st.background_error = exc
 
+        st.ack_scheduled_seq = max(st.ack_scheduled_seq, committed.seq)
         st.preclaimed_seq = seq
-        st.preclaim = threading.Thread(target=work, name="eventbus-preclaim", daemon=True)
-        st.preclaim.start()
+        st.background = threading.Thread(target=work, name="eventbus-preclaim", daemon=True)
+        st.background.start()
 
-    def _join_preclaim(self) -> None:
+    def _join_background(self) -> None:
         st = self.state
-        if st.preclaim is not None:
-            st.preclaim.join()
-            st.preclaim = None
-        if st.preclaim_error is not None:
-            err, st.preclaim_error = st.preclaim_error, None
+        if st.background is not None:
+            st.background.join()
+            st.background = None
+        if st.background_error is not None:
+            err, st.background_error = st.background_error, None
             raise err
 
     def _claim(self, name: str, op: StreamOps, budget: int, chunk_size: int, run: str,
@@ -438,8 +504,8 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             st.lost_entries += max(0, res.lost_count)
             log.warning("spark-eventbus: %s; skipping them (failOnDataLoss=false)", text)
 
-    def _reclaim(self, name: str, op: StreamOps, budget: int, run: str, seq: int
-                 ) -> StreamBatch:
+    def _reclaim(self, name: str, op: StreamOps, budget: int, run: str, seq: int,
+                 protect_from: int) -> StreamBatch:
         st = self.state
         o = self.options
         if budget <= 0 or name in st.reclaim_done:
@@ -450,7 +516,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # At most a few passes per batch: every XAUTOCLAIM call is bounded server-side.
         for _ in range(max(4, budget // RECLAIM_PAGE + 2)):
             res = op.reclaim(cursor, min(RECLAIM_PAGE, budget - len(taken)), o.claim_min_idle_ms,
-                             run, seq, o.max_deliveries, o.dead_letter_stream)
+                             run, seq, o.max_deliveries, o.dead_letter_stream, protect_from)
             taken += res.taken
             st.dead_lettered += res.dead_lettered
             if res.dead_lettered:
@@ -510,13 +576,16 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_slice(partition.spec, partition.slice)
 
     def commit(self, end: dict) -> None:
-        self._ack(BatchOffset.from_json(end))
+        offset = BatchOffset.from_json(end)
+        if offset.seq > self.state.ack_scheduled_seq:  # else the background thread acks it
+            self._join_background()
+            self._ack(offset)
 
     def stop(self) -> None:
         # Entries pre-claimed for the next batch stay in this consumer's plan: the next start
         # of the query (same checkpoint) delivers them first.
-        if self._state is not None and self._state.preclaim is not None:
-            self._state.preclaim.join()
+        if self._state is not None and self._state.background is not None:
+            self._state.background.join()
         self._state = None
 
 

@@ -6,7 +6,8 @@
 --
 -- KEYS[1] stream, KEYS[2] plan key, KEYS[3] dead-letter stream (KEYS[1] when none)
 -- ARGV[1] group, ARGV[2] consumer, ARGV[3] min idle ms, ARGV[4] cursor, ARGV[5] count,
--- ARGV[6] run, ARGV[7] seq, ARGV[8] max deliveries (0 = off)
+-- ARGV[6] run, ARGV[7] seq, ARGV[8] max deliveries (0 = off), ARGV[9] oldest batch (seq) whose
+-- entries are still in flight or not yet acked: entries of its plan and later ones stay put
 -- Returns {next_cursor, {id, deliveries, id, deliveries, ...}, dead_lettered, {deleted ids}}
 local stream, plan_key, dlq = KEYS[1], KEYS[2], KEYS[3]
 local group, consumer = ARGV[1], ARGV[2]
@@ -17,13 +18,13 @@ local r = redis.call('XAUTOCLAIM', stream, group, consumer, ARGV[3], ARGV[4],
 local claimed, deleted = r[2], r[3] or {}
 
 local plan = load_plan(plan_key, ARGV[6], ARGV[7])
--- Entries of any outstanding plan of this run (this batch, or a later one pre-claimed before a
--- crash) are already on their way to Spark: never deliver them twice.
+-- Entries of any outstanding plan of this run (the batch running now, this one, or a later one
+-- pre-claimed before a crash) are already on their way to Spark: never deliver them twice.
 local planned, ranges = {}, {}
 local all = redis.call('HGETALL', plan_key)
 for i = 2, #all, 2 do
   local p = cjson.decode(all[i])
-  if p.run == ARGV[6] and tonumber(p.seq) >= tonumber(ARGV[7]) then
+  if p.run == ARGV[6] and tonumber(p.seq) >= tonumber(ARGV[9]) then
     if type(p.reclaimed) == 'table' then
       for _, e in ipairs(p.reclaimed) do planned[e[1]] = true end
     end

@@ -16,6 +16,7 @@ def test_claim_chunks_are_bounded_and_split_a_batch_over_partitions():
     assert claim_chunk_size(None, 2, 1) == MAX_CLAIM_CHUNK
     assert claim_chunk_size(100_000, 2, 1) == MAX_CLAIM_CHUNK
     assert claim_chunk_size(1_000, 2, 1) == 500
+    assert MAX_CLAIM_CHUNK <= 10_000
     assert claim_chunk_size(1_000, 4, 2) == 125
     assert claim_chunk_size(1, 8, 3) == 1
 
