@@ -162,10 +162,10 @@ class StreamOps:
             return StreamBatch()
         return StreamBatch.from_json(plan)
 
-    def prune_plans(self, acked_seq: int) -> None:
-        """Drop plans of batches that are logged and acked (seq <= ``acked_seq``)."""
+    def prune_plans(self, committed_seq: int) -> None:
+        """Drop plans of batches Spark has committed (seq <= ``committed_seq``)."""
         with self._errors("pruning claim plans"):
-            old = [f for f in self.redis.hkeys(self.plan_key) if int(f) <= acked_seq]
+            old = [f for f in self.redis.hkeys(self.plan_key) if int(f) <= committed_seq]
             if old:
                 self.redis.hdel(self.plan_key, *old)
 

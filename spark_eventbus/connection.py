@@ -49,6 +49,9 @@ def new_client(spec: ConnectionSpec) -> redis.Redis:
         "retry": Retry(ExponentialWithJitterBackoff(cap=2.0, base=0.05), _RETRIES),
         "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
         "client_name": "spark-eventbus",
+        # Pinned: reply shapes (XRANGE parsed raw on executors) must not change with the
+        # redis-py version's default protocol. RESP3 needs Redis >= 6.0.
+        "protocol": 3,
     }
     if spec.password:
         kwargs["password"] = spec.password

@@ -11,7 +11,7 @@ from .offsets import Chunk, StreamBatch
 
 # One server-side claim call must stay well under ~50 ms of Redis time: XREADGROUP inside Lua
 # costs ~3 us/entry, so 5k entries is ~15 ms (DESIGN §1), leaving room for a busy CPU.
-MAX_CLAIM_CHUNK = 5_000
+MAX_CLAIM_CHUNK = 2_000
 
 
 def claim_chunk_size(limit: int | None, num_partitions: int, streams: int) -> int:

@@ -262,6 +262,8 @@ class _DriverState:
     lost_ranges: int = 0
     background: threading.Thread | None = None
     background_error: BaseException | None = None
+    background_stop: threading.Event | None = None
+    background_busy: bool = False
     preclaimed_seq: int = -1
     ack_scheduled_seq: int = -1
     lost_entries: int = 0
@@ -297,6 +299,12 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._state = _DriverState(ops)
         return self._state
 
+    def _settle(self, committed: BatchOffset) -> None:
+        """A batch Spark has committed: ack it (ackMode=commit), then drop plans up to it."""
+        self._ack(committed)
+        for op in self.state.ops.values():
+            op.prune_plans(committed.seq)
+
     def _ack(self, offset: BatchOffset) -> None:
         st = self.state
         if self.options.ack_mode != "commit" or offset.seq <= st.acked_seq:
@@ -331,7 +339,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         st = self.state
         o = self.options
         begin = BatchOffset.from_json(start)
-        self._join_background()
+        busy = self._stop_background()  # True: it was still claiming, more is waiting
         seq = begin.seq + 1
         budget: int | None = None
         if isinstance(limit, ReadMaxRows):
@@ -353,19 +361,26 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         used = sum(b.count for b in batches.values())
         left = None if budget is None else max(0, budget - used)
 
-        # 2. Top up: reclaim idle entries of dead consumers, then claim new entries. Entries of
-        #    `begin` are committed but not acked yet: protected from reclaim.
-        if left is None or left > 0:
-            for name, got in self._reclaim_all(left, begin.run, seq, begin.seq).items():
+        # 2. Top up, unless the pre-claim was interrupted (more entries are waiting: they go to
+        #    the next batch, claimed while this one runs). Claims made here delay the batch, so
+        #    they are capped at one chunk per partition ("quick start"); the rest is pre-claimed.
+        #    Entries of `begin` are committed but not acked yet: protected from reclaim.
+        allowed = left
+        if busy and used:
+            allowed = 0
+        elif left is not None:
+            quick = claim_chunk_size(budget, o.num_partitions, len(st.ops)) * o.num_partitions
+            allowed = min(left, quick * len(st.ops))
+        if allowed is None or allowed > 0:
+            for name, got in self._reclaim_all(allowed, begin.run, seq, begin.seq).items():
                 batches[name] = batches.get(name, StreamBatch()) + got
-            used = sum(b.count for b in batches.values())
-            left = None if budget is None else max(0, budget - used)
-        if left is None or left > 0:
-            for name, got in self._claim_new(left, budget, begin.run, seq).items():
+                allowed = None if allowed is None else allowed - got.count
+        if allowed is None or allowed > 0:
+            for name, got in self._claim_new(allowed, budget, begin.run, seq).items():
                 batches[name] = batches.get(name, StreamBatch()) + got
 
         if not any(batches.values()):
-            self._ack(begin)
+            self._settle(begin)
             return start  # the very same object: Spark compares offsets as JSON text
         self._start_background(begin, budget, seq + 1)
         return BatchOffset(begin.run, seq, batches).to_json()
@@ -386,8 +401,8 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 out[name] = got
         return out
 
-    def _claim_new(self, left: int | None, budget: int | None, run: str, seq: int
-                   ) -> dict[str, StreamBatch]:
+    def _claim_new(self, left: int | None, budget: int | None, run: str, seq: int,
+                   stop: threading.Event | None = None) -> dict[str, StreamBatch]:
         """Claim up to ``left`` new entries (all when None), shared fairly across streams."""
         st = self.state
         chunk_size = claim_chunk_size(budget, self.options.num_partitions, len(st.ops))
@@ -396,7 +411,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         out: dict[str, StreamBatch] = {}
         claimed, filled = 0, []
         for (name, op), grant in zip(st.ops.items(), grants, strict=True):
-            got = self._claim(name, op, grant, chunk_size, run, seq)
+            got = self._claim(name, op, grant, chunk_size, run, seq, stop)
             claimed += got.count
             if got:
                 out[name] = got
@@ -406,7 +421,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for name, op in filled:  # streams that ran dry leave their share to the others
             if spare <= 0:
                 break
-            got = self._claim(name, op, spare, chunk_size, run, seq)
+            got = self._claim(name, op, spare, chunk_size, run, seq, stop)
             if got:
                 out[name] = out[name] + got
                 spare -= got.count
@@ -416,7 +431,8 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _start_background(self, committed: BatchOffset, budget: int | None, seq: int) -> None:
         """While Spark runs batch ``seq - 1``: ack ``committed``, then reclaim and claim batch
-        ``seq`` (the pre-claim).
+        ``seq`` (the pre-claim) until the budget is reached, the streams run dry, or the next
+        ``latestOffset`` stops it (after the chunk in progress).
 
         Claiming is serial Redis work (~3 us/entry inside Lua) and acking ~0.5 us/entry; the
         read runs on the executors. Overlapping them is safe: every claim script records what it
@@ -427,12 +443,11 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         st = self.state
         size = budget if budget is not None else self.options.max_entries_per_trigger
         run = committed.run
+        stop = threading.Event()
 
         def work() -> None:
             try:
-                self._ack(committed)
-                for op in st.ops.values():
-                    op.prune_plans(min(committed.seq, st.acked_seq))
+                self._settle(committed)
                 # A plan for `seq` may exist already (left by a driver that died): top it up.
                 planned = sum(op.load_plan(run, seq).count for op in st.ops.values())
                 left = size - planned
@@ -440,32 +455,46 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     for got in self._reclaim_all(left, run, seq, seq - 1).values():
                         left -= got.count
                 if left > 0:
-                    self._claim_new(left, budget, run, seq)
+                    claimed = self._claim_new(left, budget, run, seq, stop)
+                    left -= sum(b.count for b in claimed.values())
+                st.background_busy = stop.is_set() and left > 0
             except BaseException as exc:  # re-raised by the next latestOffset
                 st.background_error = exc
 
         st.ack_scheduled_seq = max(st.ack_scheduled_seq, committed.seq)
         st.preclaimed_seq = seq
+        st.background_stop = stop
+        st.background_busy = False
         st.background = threading.Thread(target=work, name="eventbus-preclaim", daemon=True)
         st.background.start()
 
-    def _join_background(self) -> None:
+    def _stop_background(self) -> bool:
+        """Stop the pre-claim after its current chunk and wait for it. True when it was
+        interrupted while entries were still coming (the next batch should not wait)."""
+        st = self.state
+        if st.background_stop is not None:
+            st.background_stop.set()
+        return self._join_background()
+
+    def _join_background(self) -> bool:
         st = self.state
         if st.background is not None:
             st.background.join()
             st.background = None
+        busy, st.background_busy = st.background_busy, False
         if st.background_error is not None:
             err, st.background_error = st.background_error, None
             raise err
+        return busy
 
     def _claim(self, name: str, op: StreamOps, budget: int, chunk_size: int, run: str,
-               seq: int) -> StreamBatch:
+               seq: int, stop: threading.Event | None = None) -> StreamBatch:
         st = self.state
         stop_after = st.stop_after.get(name) if st.stop_after is not None else None
         if st.stop_after is not None and stop_after is None:
             return StreamBatch()  # the stream did not exist when AvailableNow began
         chunks = []
-        while budget > 0:
+        while budget > 0 and not (stop is not None and stop.is_set()):
             res = op.claim(min(chunk_size, budget), run, seq, stop_after,
                            self.options.fail_on_data_loss)
             if res.lost_after:
@@ -584,8 +613,11 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def stop(self) -> None:
         # Entries pre-claimed for the next batch stay in this consumer's plan: the next start
         # of the query (same checkpoint) delivers them first.
-        if self._state is not None and self._state.background is not None:
-            self._state.background.join()
+        st = self._state
+        if st is not None and st.background is not None:
+            if st.background_stop is not None:
+                st.background_stop.set()
+            st.background.join()
         self._state = None
 
 

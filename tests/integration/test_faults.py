@@ -160,16 +160,17 @@ def test_claims_spark_never_logged_are_recovered_by_the_next_driver(redis_server
     start = first.initialOffset()
     end1 = first.latestOffset(start, ReadMaxRows(1000))  # batch 1, "logged"
     end2 = first.latestOffset(end1, ReadMaxRows(1000))  # batch 2: claimed, never logged
-    first.stop()  # waits for the pre-claim of batch 3; the driver then "dies"
-    # batch 1 acked in the background; batch 2 and the pre-claimed batch 3 pending
-    assert pending(r, names["stream"], names["group"]) == 2_000
+    first.stop()  # interrupts the pre-claim of batch 3; the driver then "dies"
+    # batch 1 acked in the background; batch 2 and what was pre-claimed for batch 3 pending
+    assert 1_000 <= pending(r, names["stream"], names["group"]) <= 2_000
 
     second = _reader(redis_server.url, names, maxEntriesPerTrigger="1000", numPartitions="3")
     again = second.latestOffset(end1, ReadMaxRows(1000))
     assert again == end2  # the very batch the dead driver planned
     assert sorted(_rows(second, end1, again)) == sorted(ids[1000:2000])
-    end3 = second.latestOffset(again, ReadMaxRows(1000))  # the pre-claimed batch 3
-    assert sorted(_rows(second, again, end3)) == sorted(ids[2000:3000])
+    end3 = second.latestOffset(again, ReadMaxRows(1000))  # batch 3: what was pre-claimed
+    third = sorted(_rows(second, again, end3))
+    assert 0 < len(third) <= 1000 and third == sorted(ids[2000:2000 + len(third)])
     seen = [*_rows(second, end1, again), *_rows(second, again, end3)]
     while True:
         nxt = second.latestOffset(end3, ReadMaxRows(1000))

@@ -225,3 +225,20 @@ def test_two_queries_with_different_consumers_split_the_stream(
     assert not a & b
     assert a | b == set(produced)
     assert pending(r, names["stream"], names["group"]) == 0
+
+
+@pytest.mark.parametrize("mode", ["manual", "none"])
+def test_manual_and_none_ack_modes_never_ack_and_keep_no_stale_plans(
+        spark, redis_server, names, tmp_path, mode):
+    from spark_eventbus.commands import plan_key
+
+    r = redis_server.client()
+    produced = produce(r, names["stream"], 3_000)
+    df = stream_df(spark, redis_server.url, names["stream"], names["group"], ackMode=mode,
+                   maxEntriesPerTrigger=500)
+    rows, q = run_available_now(df, tmp_path)
+    assert sorted(ids_of(rows)) == sorted(produced)
+    assert len(input_rows(q)) >= 6
+    assert pending(r, names["stream"], names["group"]) == 3_000  # the source acked nothing
+    # claim plans of committed batches are dropped whatever the ack mode
+    assert r.hlen(plan_key(names["stream"], names["group"], f"spark-{names['group']}")) == 0
