@@ -162,6 +162,18 @@ class StreamOps:
             return StreamBatch()
         return StreamBatch.from_json(plan)
 
+    def plans_before(self, run: str, seq: int) -> list[StreamBatch]:
+        """Plans of this run for batches before ``seq``: committed by Spark, but still here
+        because the driver died before acking and pruning them."""
+        with self._errors("reading claim plans"):
+            raw = self.redis.hgetall(self.plan_key)
+        out = []
+        for field_, value in raw.items():
+            plan = json.loads(value)
+            if int(field_) < seq and plan.get("run") == run:
+                out.append(StreamBatch.from_json(plan))
+        return out
+
     def prune_plans(self, committed_seq: int) -> None:
         """Drop plans of batches Spark has committed (seq <= ``committed_seq``)."""
         with self._errors("pruning claim plans"):

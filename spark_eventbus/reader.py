@@ -300,7 +300,16 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._state
 
     def _settle(self, committed: BatchOffset) -> None:
-        """A batch Spark has committed: ack it (ackMode=commit), then drop plans up to it."""
+        """A batch Spark has committed: ack it (ackMode=commit), then drop plans up to it.
+
+        Plans of earlier batches still present were committed too, but the driver died before
+        acking them (the ack runs in the background while the next batch runs): ack them now
+        rather than let them come back through reclaim as duplicates.
+        """
+        if self.options.ack_mode == "commit":
+            for op in self.state.ops.values():
+                for batch in op.plans_before(committed.run, committed.seq):
+                    op.ack(batch)
         self._ack(committed)
         for op in self.state.ops.values():
             op.prune_plans(committed.seq)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -17,7 +18,8 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
-from spark_eventbus import DataLossError
+from spark_eventbus import DataLossError, StreamId
+from spark_eventbus.offsets import BatchOffset, StreamBatch
 from spark_eventbus.options import parse_reader_options
 from spark_eventbus.reader import EventBusStreamReader
 from tests.integration.helpers import (
@@ -193,3 +195,31 @@ def test_latest_offset_returns_start_itself_when_nothing_is_new(redis_server, na
     assert reader.latestOffset(end, ReadMaxRows(100)) is end
     assert reader.partitions(end, end) == []
     reader.stop()
+
+
+def test_committed_batch_whose_ack_was_lost_is_acked_by_the_next_driver(redis_server, names):
+    """The driver dies after Spark committed batches 1 and 2 but before batch 1 was acked:
+    the next driver acks batch 1 from its plan instead of letting it come back as duplicates."""
+    from spark_eventbus.commands import plan_key
+
+    r = redis_server.client()
+    produce(r, names["stream"], 3_000)
+    first = _reader(redis_server.url, names, maxEntriesPerTrigger="1000")
+    start = first.initialOffset()
+    end1 = first.latestOffset(start, ReadMaxRows(1000))
+    first.stop()  # batch 1 claimed and (say) committed by Spark, never acked
+    key = plan_key(names["stream"], names["group"], f"spark-{names['group']}")
+    plan2 = json.loads(r.hget(key, "2") or b'{"chunks": [], "reclaimed": []}')
+    end2 = BatchOffset(end1["run"], 2, {names["stream"]: StreamBatch.from_json(plan2)}
+                       if plan2["chunks"] else {}).to_json()
+    assert pending(r, names["stream"], names["group"]) >= 1_000
+
+    second = _reader(redis_server.url, names, maxEntriesPerTrigger="1000")
+    second.latestOffset(end2, ReadMaxRows(1000))  # Spark resumes after committed batch 2
+    second.stop()
+    batch1 = BatchOffset.from_json(end1).streams[names["stream"]]
+    pel = {e["message_id"].decode() for e in r.xpending_range(
+        names["stream"], names["group"], "-", "+", 10_000)}
+    lo, hi = StreamId.parse(batch1.chunks[0].first), StreamId.parse(batch1.chunks[-1].last)
+    assert not any(lo <= StreamId.parse(i) <= hi for i in pel)
+    assert r.hget(key, "1") is None

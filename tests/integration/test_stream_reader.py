@@ -121,12 +121,18 @@ def test_entries_delivered_too_often_go_to_the_dead_letter_stream(
     assert pending(r, names["stream"], names["group"]) == 0
 
 
-def test_trimmed_before_read_fails_by_default_naming_stream_ids_and_option(
-        spark, redis_server, names, tmp_path):
-    r = redis_server.client()
+def _trimmed_before_read(r, names: dict[str, str]) -> list[str]:
+    """A group at 0, 100 entries, then all but the last 10 trimmed before anyone read them."""
     r.xgroup_create(names["stream"], names["group"], "0", mkstream=True)
     ids = produce(r, names["stream"], 100)
     r.xtrim(names["stream"], maxlen=10, approximate=False)
+    return ids
+
+
+def test_trimmed_before_read_fails_by_default_naming_stream_ids_and_option(
+        spark, redis_server, names, tmp_path):
+    r = redis_server.client()
+    ids = _trimmed_before_read(r, names)
     df = stream_df(spark, redis_server.url, names["stream"], names["group"])
     q = (df.writeStream.format("memory").queryName(f"loss_{uuid.uuid4().hex[:6]}")
          .trigger(availableNow=True).option("checkpointLocation", checkpoint(tmp_path)).start())
@@ -142,9 +148,7 @@ def test_trimmed_before_read_fails_by_default_naming_stream_ids_and_option(
 def test_trimmed_before_read_skipped_with_failondataloss_false(
         spark, redis_server, names, tmp_path):
     r = redis_server.client()
-    r.xgroup_create(names["stream"], names["group"], "0", mkstream=True)
-    ids = produce(r, names["stream"], 100)
-    r.xtrim(names["stream"], maxlen=10, approximate=False)
+    ids = _trimmed_before_read(r, names)
     df = stream_df(spark, redis_server.url, names["stream"], names["group"],
                    failOnDataLoss="false")
     rows, q = run_available_now(df, tmp_path)
