@@ -246,3 +246,19 @@ def test_manual_and_none_ack_modes_never_ack_and_keep_no_stale_plans(
     assert pending(r, names["stream"], names["group"]) == 3_000  # the source acked nothing
     # claim plans of committed batches are dropped whatever the ack mode
     assert r.hlen(plan_key(names["stream"], names["group"], f"spark-{names['group']}")) == 0
+
+
+def test_several_streams_in_one_query_share_the_batch_budget(spark, redis_server, names, tmp_path):
+    r = redis_server.client()
+    other = names["stream"] + ":b"
+    a = produce(r, names["stream"], 3_000)
+    b = produce(r, other, 300)
+    df = stream_df(spark, redis_server.url, f"{names['stream']},{other}", names["group"],
+                   maxEntriesPerTrigger=1000)
+    rows, q = run_available_now(df, tmp_path)
+    got = {(row["stream"], row["id"]) for row in rows}
+    assert len(rows) == len(got) == 3_300
+    assert got == {(names["stream"], i) for i in a} | {(other, i) for i in b}
+    assert max(input_rows(q)) <= 1000
+    assert pending(r, names["stream"], names["group"]) == 0
+    assert pending(r, other, names["group"]) == 0
