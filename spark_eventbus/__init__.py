@@ -19,11 +19,13 @@ from .errors import (
 )
 from .ids import StreamId
 from .source import EventBusDataSource
+from .writer import AckingBatchWriter
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "AckingBatchWriter",
     "ConfigError",
     "DataLossError",
     "EventBusConnectionError",

@@ -39,5 +39,6 @@ def test_plan_keys_share_the_stream_hash_slot():
 
 def test_public_names_are_pinned():
     assert sorted(spark_eventbus.__all__) == [
-        "ConfigError", "DataLossError", "EventBusConnectionError", "EventBusDataSource",
-        "EventBusError", "NotAStreamError", "RedisCommandError", "StreamId", "register"]
+        "AckingBatchWriter", "ConfigError", "DataLossError", "EventBusConnectionError",
+        "EventBusDataSource", "EventBusError", "NotAStreamError", "RedisCommandError", "StreamId",
+        "register"]
