@@ -1,8 +1,9 @@
-"""``make demo``: sample orders through ``format("eventbus")`` into parquet, end to end.
+"""``make demo``: sample orders through the pipe job into parquet, with dead letters.
 
 Uses the Redis at ``$EVENTBUS_URL`` (default ``redis://localhost:6379/0``); when nothing
 answers there, starts a throwaway local ``redis-server`` (AOF on, ``conf/redis.conf``) on that
-port and stops it afterwards.
+port and stops it afterwards. A few percent of the orders are malformed (bad JSON or a
+non-positive amount): they end in the dead-letter stream, the rest in parquet.
 """
 
 from __future__ import annotations
@@ -58,9 +59,14 @@ def produce_orders(r: redis.Redis, stream: str, n: int) -> None:
     rng = random.Random(42)
     pipe = r.pipeline(transaction=False)
     for i in range(n):
-        order = {"order_id": i, "customer": f"c{rng.randrange(500)}",
-                 "amount": round(rng.uniform(1, 500), 2), "currency": "EUR"}
-        pipe.xadd(stream, {"payload": json.dumps(order), "source": "demo"})
+        amount = round(rng.uniform(1, 500), 2)
+        if i % 50 == 31:
+            amount = -amount  # fails is_valid
+        body = json.dumps({"order_id": i, "customer": f"c{rng.randrange(500)}",
+                           "amount": amount, "currency": "EUR"})
+        if i % 50 == 7:
+            body = body[:-5]  # truncated JSON
+        pipe.xadd(stream, {"payload": body, "source": "demo"})
         if i % 1000 == 999:
             pipe.execute()
     pipe.execute()
@@ -80,43 +86,50 @@ def main(argv: list[str] | None = None) -> int:
         server = start_throwaway_redis(args.url, work)
     try:
         r = redis.Redis.from_url(args.url)
-        stream, group = f"demo:orders:{uuid.uuid4().hex[:6]}", "demo-billing"
+        stream = f"demo:orders:{uuid.uuid4().hex[:6]}"
         produce_orders(r, stream, args.entries)
-        print(f"produced {args.entries} orders into stream {stream!r}")
+        print(f"produced {args.entries} orders into stream {stream!r} (4% malformed)")
 
         from pyspark.sql import SparkSession
 
+        from spark_eventbus.jobs.pipe import PipeConfig, build_query
+
+        cfg = PipeConfig(
+            source={"url": args.url, "stream": stream, "group": "demo-pipe",
+                    "startingPosition": "earliest", "maxEntriesPerTrigger": "2000",
+                    "ackMode": "manual",
+                    "valueSchema": "order_id BIGINT, customer STRING, amount DOUBLE, "
+                                   "currency STRING"},
+            sink_format="parquet", sink_path=str(work / "orders.parquet"),  # out, below
+            dead_letter_stream=f"{stream}:dlq", is_valid="value.amount > 0",
+            checkpoint=str(work / "checkpoint"), select=("id", "timestamp", "value.*"))
         spark = (SparkSession.builder.master("local[2]").appName("eventbus-demo")
                  .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+                 .config("spark.ui.showConsoleProgress", "false")
                  .config("spark.driver.extraJavaOptions",
                          f"-Dlog4j2.configurationFile=file:{ROOT / 'conf' / 'log4j2.properties'}")
                  .getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
-        orders = (spark.readStream.format("eventbus").option("url", args.url)
-                  .option("stream", stream).option("group", group)
-                  .option("startingPosition", "earliest").option("maxEntriesPerTrigger", "2000")
-                  .option("valueSchema", "order_id BIGINT, customer STRING, amount DOUBLE, "
-                                         "currency STRING")
-                  .load())
-        out = work / "orders.parquet"
         started = time.monotonic()
-        q = (orders.select("id", "timestamp", "value.*").writeStream.format("parquet")
-             .option("path", str(out)).option("checkpointLocation", str(work / "checkpoint"))
-             .trigger(availableNow=True).start())
+        q = build_query(spark, cfg)
         q.awaitTermination()
         if q.exception() is not None:
             print(f"query failed: {q.exception()}", file=sys.stderr)
             return 1
         elapsed = time.monotonic() - started
-        rows = spark.read.parquet(str(out)).count()
-        batches = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
-        info = next(g for g in r.xinfo_groups(stream) if g["name"].decode() == group)
-        print(f"rows read:     {rows} in {len(batches)} batches ({elapsed:.1f} s)")
-        print(f"pending:       {info['pending']}")
-        print(f"lag:           {info['lag']}")
-        print(f"output:        {out}")
+        out, dlq = str(work / "orders.parquet"), f"{stream}:dlq"
+        written = spark.read.parquet(out).count()
+        dead = r.xlen(dlq)
+        info = next(g for g in r.xinfo_groups(stream) if g["name"].decode() == "demo-pipe")
+        batches = sum(1 for p in q.recentProgress if p["numInputRows"])
+        print(f"rows written:       {written} in {batches} batches ({elapsed:.1f} s)")
+        print(f"rows dead-lettered: {dead} (stream {dlq!r})")
+        print(f"pending:            {info['pending']}")
+        print(f"lag:                {info['lag']}")
+        print(f"output:             {out}")
         spark.stop()
-        return 0 if rows == args.entries and info["pending"] == 0 else 1
+        ok = written + dead == args.entries and info["pending"] == 0
+        return 0 if ok else 1
     finally:
         if server is not None:
             server.terminate()

@@ -1,0 +1,159 @@
+"""The pipe job: Redis streams → (JSON parsing) → parquet / JSON / console, with dead letters.
+
+Runs from a checkout as::
+
+    spark-submit --properties-file conf/spark-defaults.conf spark_eventbus/jobs/pipe.py \\
+        --config conf/pipe.example.toml
+
+or, with the package installed, ``python -m spark_eventbus.jobs.pipe --config <toml>``. Every
+setting comes from the TOML file (see ``conf/pipe.example.toml``); rows that do not parse or
+fail ``is_valid`` go to the dead-letter stream through :class:`AckingBatchWriter`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SINK_FORMATS = ("parquet", "json", "console")
+
+
+class PipeConfigError(ValueError):
+    """The TOML file is invalid; the message names the key and the fix."""
+
+
+@dataclass(frozen=True)
+class PipeConfig:
+    source: dict[str, str]
+    sink_format: str
+    sink_path: str | None
+    sink_options: dict[str, str] = field(default_factory=dict)
+    dead_letter_stream: str | None = None
+    is_valid: str | None = None
+    checkpoint: str = ""
+    trigger: str = "availableNow"
+    select: tuple[str, ...] = ()
+
+    @property
+    def url(self) -> str:
+        return self.source.get("url", "redis://localhost:6379/0")
+
+
+def _table(doc: Mapping[str, Any], name: str) -> dict[str, Any]:
+    value = doc.get(name, {})
+    if not isinstance(value, dict):
+        raise PipeConfigError(f"[{name}] must be a table")
+    return value
+
+
+def load_config(path: str | Path) -> PipeConfig:
+    """Read and validate the job's TOML file."""
+    try:
+        doc = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise PipeConfigError(f"config file {str(path)!r} not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise PipeConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from None
+    source = {k: str(v) for k, v in _table(doc, "source").items()}
+    if "stream" not in source or "group" not in source:
+        raise PipeConfigError("[source] needs 'stream' and 'group' (the reader's options)")
+    if source.get("ackMode", source.get("ackmode", "manual")) != "manual":
+        raise PipeConfigError("[source] ackMode must stay 'manual': the pipe acks through "
+                              "AckingBatchWriter after each batch is written")
+    source["ackMode"] = "manual"
+    sink = _table(doc, "sink")
+    fmt = str(sink.get("format", "parquet")).lower()
+    if fmt == "eventbus":
+        raise PipeConfigError("[sink] format 'eventbus' needs the eventbus sink, which is not "
+                              "built yet (issue 4); use parquet, json or console")
+    if fmt not in SINK_FORMATS:
+        raise PipeConfigError(f"[sink] format {fmt!r} is not supported: use one of "
+                              f"{', '.join(SINK_FORMATS)}")
+    out_path = sink.get("path")
+    if fmt != "console" and not out_path:
+        raise PipeConfigError(f"[sink] format {fmt!r} needs 'path'")
+    query = _table(doc, "query")
+    checkpoint = query.get("checkpoint")
+    if not checkpoint:
+        raise PipeConfigError("[query] needs 'checkpoint': where Spark keeps the query's "
+                              "progress (a directory)")
+    dlq = _table(doc, "dead_letter")
+    select = sink.get("select", [])
+    if not isinstance(select, list):
+        raise PipeConfigError("[sink] select must be a list of SQL expressions")
+    return PipeConfig(
+        source=source, sink_format=fmt, sink_path=str(out_path) if out_path else None,
+        sink_options={k: str(v) for k, v in _table(sink, "options").items()},
+        dead_letter_stream=dlq.get("stream"), is_valid=dlq.get("is_valid"),
+        checkpoint=str(checkpoint), trigger=str(query.get("trigger", "availableNow")),
+        select=tuple(str(s) for s in select),
+    )
+
+
+def build_query(spark: Any, cfg: PipeConfig) -> Any:
+    """Start the streaming query described by ``cfg``; returns the StreamingQuery."""
+    from spark_eventbus import AckingBatchWriter
+
+    reader = spark.readStream.format("eventbus")
+    for key, value in cfg.source.items():
+        reader = reader.option(key, value)
+    events = reader.load()
+
+    def write(batch: Any, batch_id: int) -> None:
+        out = batch.selectExpr(*cfg.select) if cfg.select else batch
+        if cfg.sink_format == "console":
+            out.show(20, truncate=False)
+            return
+        out.write.format(cfg.sink_format).mode("append").options(**cfg.sink_options) \
+            .save(cfg.sink_path)
+
+    writer = AckingBatchWriter(write, url=cfg.url, group=cfg.source["group"],
+                               password=cfg.source.get("password"),
+                               dead_letter_stream=cfg.dead_letter_stream, is_valid=cfg.is_valid)
+    stream = events.writeStream.foreachBatch(writer).option("checkpointLocation",
+                                                            cfg.checkpoint)
+    if cfg.trigger == "availableNow":
+        stream = stream.trigger(availableNow=True)
+    else:
+        stream = stream.trigger(processingTime=cfg.trigger)
+    return stream.start()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="pipe", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", required=True, help="the job's TOML file")
+    args = ap.parse_args(argv)
+    try:
+        cfg = load_config(args.config)
+    except PipeConfigError as exc:
+        print(f"pipe: {exc}", file=sys.stderr)
+        return 2
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.appName("eventbus-pipe").getOrCreate()
+    query = build_query(spark, cfg)
+    query.awaitTermination()
+    if query.exception() is not None:
+        print(f"pipe: the query failed: {query.exception()}", file=sys.stderr)
+        return 1
+    rows = sum(p["numInputRows"] for p in query.recentProgress)
+    print(json.dumps({"rows_read": rows, "batches": len(query.recentProgress),
+                      "output": cfg.sink_path or "console"}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

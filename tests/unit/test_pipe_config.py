@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spark_eventbus.jobs.pipe import PipeConfigError, load_config, main
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD = """
+[source]
+stream = "orders"
+group = "pipe"
+[sink]
+format = "json"
+path = "/tmp/x"
+[query]
+checkpoint = "/tmp/chk"
+"""
+
+
+def test_the_example_config_is_valid():
+    cfg = load_config(ROOT / "conf" / "pipe.example.toml")
+    assert cfg.source["ackMode"] == "manual" and cfg.sink_format == "parquet"
+    assert cfg.dead_letter_stream == "orders:dlq" and cfg.trigger == "availableNow"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (GOOD.replace('stream = "orders"\n', ""), "needs 'stream' and 'group'"),
+    (GOOD.replace('format = "json"', 'format = "eventbus"'), "not built yet"),
+    (GOOD.replace('format = "json"', 'format = "csv"'), "is not supported"),
+    (GOOD.replace('path = "/tmp/x"\n', ""), "needs 'path'"),
+    (GOOD.replace('checkpoint = "/tmp/chk"\n', ""), "needs 'checkpoint'"),
+    (GOOD.replace('group = "pipe"', 'group = "pipe"\nackMode = "commit"'), "must stay 'manual'"),
+    ("[source\n", "not valid TOML"),
+])
+def test_invalid_configs_name_the_key_and_the_fix(tmp_path, text, message):
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(PipeConfigError, match=message):
+        load_config(path)
+
+
+def test_main_reports_a_bad_config_in_one_line(tmp_path, capsys):
+    assert main(["--config", str(tmp_path / "missing.toml")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pipe: config file") and "not found" in err and err.count("\n") == 1
