@@ -1,0 +1,136 @@
+"""The operator's command line: ``eventbus status`` and ``eventbus dlq replay``.
+
+Also ``python -m spark_eventbus``. Errors print one line and exit non-zero: 2 for bad
+arguments, 1 for Redis errors; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, NoReturn
+
+import redis
+
+from .commands import _script_text
+from .connection import ConnectionSpec, new_client
+from .errors import EventBusError, NotAStreamError, translate
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _s(v: Any) -> Any:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _stream_type(r: redis.Redis, key: str) -> str:
+    return str(_s(r.type(key)))
+
+
+def status(r: redis.Redis, stream: str, group: str | None, dlq: str) -> dict[str, Any]:
+    """Per group: lag, pending, last delivered ID, consumers (idle ms, pending)."""
+    kind = _stream_type(r, stream)
+    if kind == "none":
+        raise EventBusError(f"stream {stream!r} does not exist")
+    if kind != "stream":
+        raise NotAStreamError(f"key {stream!r} holds a {kind}, not a stream")
+    info: Any = r.xinfo_stream(stream)
+    groups = []
+    for g in r.xinfo_groups(stream):
+        name = _s(g["name"])
+        if group is not None and name != group:
+            continue
+        consumers = [{"name": _s(c["name"]), "pending": int(c["pending"]),
+                      "idle_ms": int(c["idle"])}
+                     for c in r.xinfo_consumers(stream, name)]
+        groups.append({"group": name, "lag": g.get("lag"), "pending": int(g["pending"]),
+                       "last_delivered_id": _s(g["last-delivered-id"]),
+                       "consumers": consumers})
+    if group is not None and not groups:
+        raise EventBusError(f"stream {stream!r} has no consumer group {group!r}")
+    dlq_len = r.xlen(dlq) if _stream_type(r, dlq) == "stream" else 0
+    return {"stream": stream, "length": int(info["length"]),
+            "last_generated_id": _s(info["last-generated-id"]), "groups": groups,
+            "dead_letter_stream": dlq, "dead_letter_length": int(dlq_len)}
+
+
+def format_status(st: dict[str, Any]) -> str:
+    lines = [f"stream {st['stream']}: {st['length']} entries, last ID {st['last_generated_id']}",
+             f"dead-letter stream {st['dead_letter_stream']}: {st['dead_letter_length']} entries"]
+    if not st["groups"]:
+        lines.append("no consumer groups")
+    for g in st["groups"]:
+        lag = "unknown" if g["lag"] is None else g["lag"]
+        lines.append(f"group {g['group']}: lag {lag}, pending {g['pending']}, "
+                     f"last delivered {g['last_delivered_id']}")
+        if g["consumers"]:
+            width = max(len(c["name"]) for c in g["consumers"])
+            lines.append(f"  {'consumer':<{width}}  {'pending':>8}  {'idle':>10}")
+            for c in g["consumers"]:
+                idle = f"{c['idle_ms'] / 1000:.1f} s"
+                lines.append(f"  {c['name']:<{width}}  {c['pending']:>8}  {idle:>10}")
+    return "\n".join(lines)
+
+
+def replay(r: redis.Redis, source: str, target: str, limit: int | None) -> dict[str, int]:
+    """Move up to ``limit`` dead-lettered entries from ``source`` back to ``target``."""
+    for key in (source, target):
+        kind = _stream_type(r, key)
+        if kind not in ("stream", "none"):
+            raise NotAStreamError(f"key {key!r} holds a {kind}, not a stream; refusing")
+    script = r.register_script(_script_text("dlq_replay"))
+    moved = kept = 0
+    cursor = "-"
+    while limit is None or moved < limit:
+        page = 500 if limit is None else min(500, limit - moved)
+        m, k, last = script(keys=[source, target], args=[page, cursor])
+        moved, kept = moved + int(m), kept + int(k)
+        if int(m) + int(k) == 0:
+            break
+        cursor = _s(last)
+    return {"moved": moved, "kept_without_fields": kept}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = _Parser(prog="eventbus", description="Operate spark-eventbus streams and groups.")
+    ap.add_argument("--url", default="redis://localhost:6379/0", help="redis://host:port/db")
+    ap.add_argument("--password", default=None, help="kept out of the URL")
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    st = sub.add_parser("status", help="lag, pending and consumers per group")
+    st.add_argument("--stream", required=True)
+    st.add_argument("--group")
+    st.add_argument("--dlq", help="dead-letter stream (default: <stream>:dlq)")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    dlq = sub.add_parser("dlq", help="dead-letter stream operations")
+    dsub = dlq.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    rp = dsub.add_parser("replay", help="move dead-lettered entries back to a stream")
+    rp.add_argument("--from", dest="source", required=True, help="the dead-letter stream")
+    rp.add_argument("--to", dest="target", required=True, help="the stream to move them to")
+    rp.add_argument("--limit", type=int, help="move at most this many")
+    args = ap.parse_args(argv)
+    if not args.url.startswith(("redis://", "rediss://", "unix://")):
+        ap.error("--url must start with redis://, rediss:// or unix://")
+    if getattr(args, "limit", None) is not None and args.limit < 1:
+        ap.error("--limit must be at least 1")
+    spec = ConnectionSpec(args.url, args.password)
+    try:
+        r = new_client(spec)
+        if args.command == "status":
+            result = status(r, args.stream, args.group, args.dlq or f"{args.stream}:dlq")
+            print(json.dumps(result, indent=2) if args.json else format_status(result))
+        else:
+            result = replay(r, args.source, args.target, args.limit)
+            print(f"moved {result['moved']} entries from {args.source!r} to {args.target!r}"
+                  + (f"; kept {result['kept_without_fields']} with no original field"
+                     if result["kept_without_fields"] else ""))
+    except redis.RedisError as exc:
+        print(f"eventbus: {translate(exc, args.command, spec.secrets)}", file=sys.stderr)
+        return 1
+    except EventBusError as exc:
+        print(f"eventbus: {exc}", file=sys.stderr)
+        return 1
+    return 0
