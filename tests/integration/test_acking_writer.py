@@ -33,16 +33,23 @@ def _parquet_handler(out: str):  # type: ignore[no-untyped-def]
     return handle
 
 
+def _parquet_pipe(spark, url: str, names: dict[str, str], tmp_path, **options: object) -> str:  # type: ignore[no-untyped-def]
+    """Reader in ackMode=manual + AckingBatchWriter appending good rows to parquet; run it
+    with AvailableNow and return the parquet path."""
+    out = str(tmp_path / "out")
+    writer = AckingBatchWriter(_parquet_handler(out), url=url, group=names["group"],
+                               dead_letter_stream=names["dlq"])
+    df = stream_df(spark, url, names["stream"], names["group"], ackMode="manual",
+                   valueSchema=SCHEMA, **options)
+    q = _run(df, writer, checkpoint(tmp_path))
+    assert q.exception() is None
+    return out
+
+
 def test_good_rows_arrive_and_nothing_stays_pending(spark, redis_server, names, tmp_path):
     r = redis_server.client()
     ids = produce(r, names["stream"], 5_000)
-    out = str(tmp_path / "out")
-    writer = AckingBatchWriter(_parquet_handler(out), url=redis_server.url, group=names["group"],
-                               dead_letter_stream=names["dlq"])
-    df = stream_df(spark, redis_server.url, names["stream"], names["group"], ackMode="manual",
-                   valueSchema=SCHEMA, maxEntriesPerTrigger=2000)
-    q = _run(df, writer, checkpoint(tmp_path))
-    assert q.exception() is None
+    out = _parquet_pipe(spark, redis_server.url, names, tmp_path, maxEntriesPerTrigger=2000)
     got = [row["id"] for row in spark.read.parquet(out).collect()]
     assert sorted(got) == sorted(ids)
     assert pending(r, names["stream"], names["group"]) == 0
@@ -54,13 +61,7 @@ def test_malformed_rows_are_dead_lettered_once_and_never_reach_the_handler(
     r = redis_server.client()
     ids = produce(r, names["stream"], 20_000, payload=_payload_with_bad(20))
     bad = {ids[i] for i in range(0, 20_000, 20)}
-    out = str(tmp_path / "out")
-    writer = AckingBatchWriter(_parquet_handler(out), url=redis_server.url, group=names["group"],
-                               dead_letter_stream=names["dlq"])
-    df = stream_df(spark, redis_server.url, names["stream"], names["group"], ackMode="manual",
-                   valueSchema=SCHEMA, maxEntriesPerTrigger=5000)
-    q = _run(df, writer, checkpoint(tmp_path))
-    assert q.exception() is None
+    out = _parquet_pipe(spark, redis_server.url, names, tmp_path, maxEntriesPerTrigger=5000)
     handled = {row["id"] for row in spark.read.parquet(out).collect()}
     assert handled == set(ids) - bad  # the handler never saw a malformed row
     dlq = r.xrange(names["dlq"])
