@@ -13,9 +13,9 @@ from typing import Any, NoReturn
 
 import redis
 
-from .commands import _script_text
+from .commands import _s, _script_text, stream_exists
 from .connection import ConnectionSpec, new_client
-from .errors import EventBusError, NotAStreamError, translate
+from .errors import EventBusError, translate
 
 
 class _Parser(argparse.ArgumentParser):
@@ -23,21 +23,10 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def _s(v: Any) -> Any:
-    return v.decode() if isinstance(v, bytes) else v
-
-
-def _stream_type(r: redis.Redis, key: str) -> str:
-    return str(_s(r.type(key)))
-
-
 def status(r: redis.Redis, stream: str, group: str | None, dlq: str) -> dict[str, Any]:
     """Per group: lag, pending, last delivered ID, consumers (idle ms, pending)."""
-    kind = _stream_type(r, stream)
-    if kind == "none":
+    if not stream_exists(r, stream):
         raise EventBusError(f"stream {stream!r} does not exist")
-    if kind != "stream":
-        raise NotAStreamError(f"key {stream!r} holds a {kind}, not a stream")
     info: Any = r.xinfo_stream(stream)
     groups = []
     for g in r.xinfo_groups(stream):
@@ -52,7 +41,7 @@ def status(r: redis.Redis, stream: str, group: str | None, dlq: str) -> dict[str
                        "consumers": consumers})
     if group is not None and not groups:
         raise EventBusError(f"stream {stream!r} has no consumer group {group!r}")
-    dlq_len = r.xlen(dlq) if _stream_type(r, dlq) == "stream" else 0
+    dlq_len = r.xlen(dlq) if _s(r.type(dlq)) == "stream" else 0
     return {"stream": stream, "length": int(info["length"]),
             "last_generated_id": _s(info["last-generated-id"]), "groups": groups,
             "dead_letter_stream": dlq, "dead_letter_length": int(dlq_len)}
@@ -79,9 +68,7 @@ def format_status(st: dict[str, Any]) -> str:
 def replay(r: redis.Redis, source: str, target: str, limit: int | None) -> dict[str, int]:
     """Move up to ``limit`` dead-lettered entries from ``source`` back to ``target``."""
     for key in (source, target):
-        kind = _stream_type(r, key)
-        if kind not in ("stream", "none"):
-            raise NotAStreamError(f"key {key!r} holds a {kind}, not a stream; refusing")
+        stream_exists(r, key)
     script = r.register_script(_script_text("dlq_replay"))
     moved = kept = 0
     cursor = "-"

@@ -7,7 +7,7 @@ one consumer group, and translates redis-py errors into :mod:`spark_eventbus.err
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
@@ -31,6 +31,16 @@ def _script_text(name: str) -> str:
 
 def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def stream_exists(r: redis.Redis, key: str, fix: str = "") -> bool:
+    """True for a stream, False for a missing key; any other type raises
+    :class:`NotAStreamError` — spark-eventbus never overwrites it (``fix`` ends the message)."""
+    kind = _s(r.type(key))
+    if kind not in ("stream", "none"):
+        raise NotAStreamError(f"key {key!r} holds a {kind}, not a stream; spark-eventbus never "
+                              f"overwrites it.{' ' + fix if fix else ''}")
+    return kind == "stream"
 
 
 def hash_tag(key: str) -> str:
@@ -104,12 +114,8 @@ class StreamOps:
         as lost. Returns True when this call created the group.
         """
         with self._errors("creating the consumer group"):
-            kind = _s(self.redis.type(self.stream))
-            if kind not in ("stream", "none"):
-                raise NotAStreamError(
-                    f"key {self.stream!r} at {self.spec.display} holds a {kind}, not a stream; "
-                    "spark-eventbus never overwrites it. Choose another 'stream' option.")
-            if kind == "stream":
+            if stream_exists(self.redis, self.stream,
+                             f"Server: {self.spec.display}. Choose another 'stream' option."):
                 for g in self.redis.xinfo_groups(self.stream):
                     if _s(g["name"]) == self.group:
                         return False
@@ -162,24 +168,18 @@ class StreamOps:
             return StreamBatch()
         return StreamBatch.from_json(plan)
 
-    def plans_before(self, run: str, seq: int) -> list[StreamBatch]:
-        """Plans of this run for batches before ``seq``: committed by Spark, but still here
-        because the driver died before acking and pruning them."""
+    def committed_plans(self, committed_seq: int) -> dict[str, dict[str, Any]]:
+        """Plans of batches Spark has committed (seq <= ``committed_seq``), by field."""
         with self._errors("reading claim plans"):
             raw = self.redis.hgetall(self.plan_key)
-        out = []
-        for field_, value in raw.items():
-            plan = json.loads(value)
-            if int(field_) < seq and plan.get("run") == run:
-                out.append(StreamBatch.from_json(plan))
-        return out
+        return {_s(f): json.loads(v) for f, v in raw.items() if int(f) <= committed_seq}
 
-    def prune_plans(self, committed_seq: int) -> None:
-        """Drop plans of batches Spark has committed (seq <= ``committed_seq``)."""
-        with self._errors("pruning claim plans"):
-            old = [f for f in self.redis.hkeys(self.plan_key) if int(f) <= committed_seq]
-            if old:
-                self.redis.hdel(self.plan_key, *old)
+    def drop_plans(self, fields: Iterable[str]) -> None:
+        """Delete plans: the offsets in Spark's checkpoint cover those batches now."""
+        fields = list(fields)
+        if fields:
+            with self._errors("pruning claim plans"):
+                self.redis.hdel(self.plan_key, *fields)
 
     def claim(self, count: int, run: str, seq: int, stop_after: str | None,
               fail_on_loss: bool) -> ClaimResult:
@@ -223,14 +223,6 @@ class StreamOps:
                 pipe.xack(self.stream, self.group, *ids[k:k + 1000])
             for n in pipe.execute():
                 acked += int(n)
-        return acked
-
-    def ack_ids(self, ids: list[str]) -> int:
-        """XACK explicit IDs in batches of 1,000 (one malformed ID fails a whole XACK)."""
-        acked = 0
-        with self._errors("acking entries"):
-            for k in range(0, len(ids), 1000):
-                acked += int(self.redis.xack(self.stream, self.group, *ids[k:k + 1000]))
         return acked
 
     # -- progress ------------------------------------------------------------------------------

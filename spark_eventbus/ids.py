@@ -64,8 +64,3 @@ class StreamId:
 
 StreamId.MIN = StreamId(0, 0)
 StreamId.MAX = StreamId(_MAX, _MAX)
-
-
-def parse_id(text: str | bytes) -> StreamId:
-    """Parse an ID that Redis returned (never user input)."""
-    return StreamId.parse(text)

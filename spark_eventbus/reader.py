@@ -27,7 +27,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .commands import ClaimResult, StreamOps
+from .commands import ClaimResult, StreamOps, stream_exists
 from .connection import ConnectionSpec, client
 from .errors import DataLossError, EventBusError, translate
 from .ids import StreamId
@@ -262,13 +262,15 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         acking them (the ack runs in the background while the next batch runs): ack them now
         rather than let them come back through reclaim as duplicates.
         """
+        plans = {name: op.committed_plans(committed.seq) for name, op in self.state.ops.items()}
         if self.options.ack_mode == "commit":
-            for op in self.state.ops.values():
-                for batch in op.plans_before(committed.run, committed.seq):
-                    op.ack(batch)
+            for name, op in self.state.ops.items():
+                for field_, plan in plans[name].items():
+                    if int(field_) < committed.seq and plan.get("run") == committed.run:
+                        op.ack(StreamBatch.from_json(plan))
         self._ack(committed)
-        for op in self.state.ops.values():
-            op.prune_plans(committed.seq)
+        for name, op in self.state.ops.items():
+            op.drop_plans(plans[name])
 
     def _ack(self, offset: BatchOffset) -> None:
         st = self.state
@@ -604,16 +606,9 @@ class EventBusBatchReader(DataSourceReader):
         parts: list[InputPartition] = []
         try:
             for stream in o.streams:
-                kind = r.type(stream)
-                kind = kind.decode() if isinstance(kind, bytes) else kind
-                if kind == "none":
+                if not stream_exists(r, stream, f"Server: {self.spec.conn.display}. Choose "
+                                     "another 'stream' option."):
                     continue
-                if kind != "stream":
-                    from .errors import NotAStreamError
-
-                    raise NotAStreamError(
-                        f"key {stream!r} at {self.spec.conn.display} holds a {kind}, not a "
-                        "stream; choose another 'stream' option.")
                 first: Any = r.xrange(stream, o.start_id, o.end_id, count=1)
                 last: Any = r.xrevrange(stream, o.end_id, o.start_id, count=1)
                 if not first:
