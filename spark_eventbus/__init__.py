@@ -1,4 +1,4 @@
-"""spark-eventbus: Redis Streams source (and sink) for PySpark Structured Streaming.
+"""spark-eventbus: Redis Streams source and sink for PySpark Structured Streaming.
 
 After ``pip install spark-eventbus``, ``spark.readStream.format("eventbus")`` works without
 any call: Spark finds the ``pyspark_eventbus`` module. :func:`register` does the same
@@ -16,6 +16,7 @@ from .errors import (
     EventBusError,
     NotAStreamError,
     RedisCommandError,
+    UnwritableRowError,
 )
 from .ids import StreamId
 from .source import EventBusDataSource
@@ -34,6 +35,7 @@ __all__ = [
     "NotAStreamError",
     "RedisCommandError",
     "StreamId",
+    "UnwritableRowError",
     "register",
 ]
 __version__ = "0.1.0"

@@ -7,7 +7,8 @@ The whole tree::
     ├── EventBusConnectionError   Redis did not answer (retriable)
     ├── NotAStreamError           a key exists but is not a stream; it is never overwritten
     ├── DataLossError             entries were trimmed/deleted before they were read
-    └── RedisCommandError         Redis refused a command (translated ``redis.ResponseError``)
+    ├── RedisCommandError         Redis refused a command (translated ``redis.ResponseError``)
+    └── UnwritableRowError        the sink got a row it cannot write and has no deadLetterStream
 
 redis-py errors are translated at one boundary, :func:`translate`, with ``raise ... from exc``;
 every message passes through :func:`redact` so a password never reaches a message or a log.
@@ -27,6 +28,7 @@ __all__ = [
     "EventBusError",
     "NotAStreamError",
     "RedisCommandError",
+    "UnwritableRowError",
     "redact",
     "translate",
 ]
@@ -58,6 +60,11 @@ class DataLossError(EventBusError):
 
 class RedisCommandError(EventBusError):
     """Redis answered a command with an error."""
+
+
+class UnwritableRowError(EventBusError):
+    """A row cannot become a stream entry (null/empty fields, too large, a value JSON cannot
+    hold) and the sink has no ``deadLetterStream``; the message names the row, column and rule."""
 
 
 _URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^:@/\s]*):([^@/\s]+)@")

@@ -173,6 +173,9 @@ def parse_reader_options(raw: Mapping[str, str], *, streaming: bool, warn: bool 
         if key not in _SPELLING:
             log.warning("spark-eventbus: unknown option '%s' is ignored (known options: %s).",
                         key, ", ".join(sorted(_SPELLING.values())))
+        elif key in SINK_ONLY:
+            log.warning("spark-eventbus: option '%s' has no effect on reads and is ignored.",
+                        spelled(key))
         elif (streaming and key in BATCH_ONLY) or (not streaming and key in STREAMING_ONLY):
             log.warning("spark-eventbus: option '%s' has no effect on %s reads and is ignored.",
                         spelled(key), mode)
@@ -267,4 +270,130 @@ def parse_reader_options(raw: Mapping[str, str], *, streaming: bool, warn: bool 
         fields_binary=_choice(opts, FIELDS_TYPE, "string", FIELDS_TYPES) == "binary",
         start_id=start_id,
         end_id=end_id,
+    )
+
+
+# -- sink (df.writeStream.format("eventbus"), df.write.format("eventbus")) ----------------------
+
+MAX_LEN = "maxlen"
+MIN_ID = "minid"
+TRIM_APPROXIMATE = "trimapproximate"
+MAX_PAYLOAD_BYTES = "maxpayloadbytes"
+IDEMPOTENT = "idempotent"
+CHUNK_SIZE = "chunksize"
+
+_SINK_SPELLING = {
+    name.lower(): name
+    for name in ("url password stream deadLetterStream maxLen minId trimApproximate "
+                 "maxPayloadBytes idempotent chunkSize").split()
+}
+SINK_ONLY = set(_SINK_SPELLING) - set(_SPELLING)
+_SPELLING.update(_SINK_SPELLING)
+
+DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
+# Rows per Lua call: ~2.5 µs of Redis time per row, so 1,000 rows block Redis ~3 ms and the
+# 10,000 cap keeps every call well under the 50 ms budget of DESIGN §1.
+DEFAULT_CHUNK_SIZE = 1000
+MAX_CHUNK_SIZE = 10_000
+
+_AGE_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """Validated sink options. Picklable (it travels to the executors with the writer)."""
+
+    url: str = DEFAULT_URL
+    password: str | None = field(default=None, repr=False)
+    stream: str | None = None
+    dead_letter_stream: str | None = None
+    max_len: int | None = None
+    min_id: str | None = None  # a stream ID ...
+    min_age_ms: int | None = None  # ... or a retention age: MINID = server time - age
+    trim_approximate: bool = True
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    idempotent: bool = True
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+
+    @property
+    def trims(self) -> bool:
+        return self.max_len is not None or self.min_id is not None or self.min_age_ms is not None
+
+
+def parse_min_id(raw: str) -> tuple[str | None, int | None]:
+    """``minId``: a stream ID (``1700000000000-0`` or ``1700000000000``) or an age such as
+    ``7d``, ``24h``, ``30m``, ``90s``, ``500ms`` (entries older than that are trimmed)."""
+    text = raw.strip().lower()
+    for unit in ("ms", "s", "m", "h", "d"):
+        number = text[: -len(unit)]
+        if text.endswith(unit) and number.isdigit():
+            age = int(number) * _AGE_UNITS[unit]
+            if age <= 0:
+                break
+            return None, age
+    try:
+        return str(StreamId.parse(text if "-" in text else f"{text}-0",
+                                  what="option 'minId' =")), None
+    except ConfigError:
+        raise ConfigError(
+            f"option 'minId' = {raw!r} is invalid: use a stream ID such as '1700000000000-0', "
+            "or a positive age such as '7d', '24h', '30m', '90s' or '500ms' to keep entries "
+            "newer than that.") from None
+
+
+def parse_sink_options(raw: Mapping[str, str], *, warn: bool = True) -> SinkOptions:
+    """Validate ``raw`` Spark options (any key case) of a write into :class:`SinkOptions`.
+
+    Runs on the driver before any task. ``stream`` may be absent here: the DataFrame can route
+    rows with a ``stream`` column (checked against the schema by the sink).
+    """
+    opts = {str(k).lower(): str(v) for k, v in raw.items() if v is not None}
+    password = opts.get(PASSWORD) or None
+    for key in sorted(opts) if warn else ():
+        if key in _SPARK_OPTIONS or key.startswith("spark."):
+            continue
+        if key not in _SPELLING:
+            log.warning("spark-eventbus: unknown option '%s' is ignored (sink options: %s).",
+                        key, ", ".join(sorted(_SINK_SPELLING.values())))
+        elif key not in _SINK_SPELLING:
+            log.warning("spark-eventbus: option '%s' has no effect on writes and is ignored.",
+                        spelled(key))
+
+    url = opts.get(URL, DEFAULT_URL).strip()
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(
+            f"option 'url' = {redact(url, [password])!r} is invalid: use redis://host:port/db, "
+            "rediss://host:port/db for TLS, or unix:///path/to/socket.")
+    stream = opts.get(STREAM)
+    if stream is not None:
+        if "," in stream:
+            raise ConfigError(
+                f"option 'stream' = {stream!r} is invalid for writes: name one stream; to route "
+                "rows to several streams, add a string column named 'stream'.")
+        stream = _name(stream, "stream")
+    dead_letter = opts.get(DEAD_LETTER_STREAM)
+    if dead_letter is not None:
+        dead_letter = _name(dead_letter, "deadLetterStream")
+        if dead_letter == stream:
+            raise ConfigError(
+                f"option 'deadLetterStream' = {dead_letter!r} is also the target 'stream'; use "
+                "a separate key such as 'orders:dlq'.")
+    max_len = _int(opts, MAX_LEN, -1, 1, 2**63 - 1,
+                   "it is the number of entries to keep; leave it out to keep all")
+    min_id, min_age = parse_min_id(opts[MIN_ID]) if MIN_ID in opts else (None, None)
+    return SinkOptions(
+        url=url,
+        password=password,
+        stream=stream,
+        dead_letter_stream=dead_letter,
+        max_len=None if max_len < 0 else max_len,
+        min_id=min_id,
+        min_age_ms=min_age,
+        trim_approximate=_bool(opts, TRIM_APPROXIMATE, True),
+        max_payload_bytes=_int(opts, MAX_PAYLOAD_BYTES, DEFAULT_MAX_PAYLOAD_BYTES, 1, 512 * 2**20,
+                               "it is the largest entry (field names + values, bytes) written"),
+        idempotent=_bool(opts, IDEMPOTENT, True),
+        chunk_size=_int(opts, CHUNK_SIZE, DEFAULT_CHUNK_SIZE, 1, MAX_CHUNK_SIZE,
+                        "it is the number of rows per Redis call; larger calls block Redis "
+                        "longer"),
     )

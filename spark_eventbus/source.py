@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructType
 
-from .options import parse_reader_options
+from .encoding import EncodingPlan, plan_encoding
+from .options import SinkOptions, parse_reader_options, parse_sink_options
 from .schema import output_schema, parse_value_schema
 
 
@@ -13,8 +20,9 @@ class EventBusDataSource(DataSource):
     """Redis Streams as a Spark data source.
 
     Reads: ``spark.readStream.format("eventbus")`` (consumer group, at-least-once, replayable
-    batches) and ``spark.read.format("eventbus")`` (XRANGE of a stream). Options are validated
-    on the driver when the DataFrame is created, before any task runs.
+    batches) and ``spark.read.format("eventbus")`` (XRANGE of a stream). Writes:
+    ``df.writeStream.format("eventbus")`` and ``df.write.format("eventbus")`` (XADD, idempotent
+    per batch). Options are validated on the driver before any task runs.
     """
 
     @classmethod
@@ -37,3 +45,28 @@ class EventBusDataSource(DataSource):
         from .reader import EventBusStreamReader
 
         return EventBusStreamReader(parse_reader_options(self.options, streaming=True), schema)
+
+    def _sink(self, schema: StructType) -> tuple[SinkOptions, EncodingPlan]:
+        """Driver side, before any task: options, schema rules, target keys and Redis."""
+        from .sink import check_targets
+
+        opts = parse_sink_options(self.options)
+        plan = plan_encoding(schema, stream_option=opts.stream)
+        check_targets(opts)
+        return opts, plan
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from .sink import EventBusBatchWriter, refuse_overwrite
+
+        if overwrite:
+            raise refuse_overwrite()
+        opts, plan = self._sink(schema)
+        return EventBusBatchWriter(opts, plan)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        # overwrite is True in outputMode("complete"): each trigger appends the whole result,
+        # as Spark's Kafka sink does; a stream has nothing to truncate.
+        from .sink import EventBusStreamWriter
+
+        opts, plan = self._sink(schema)
+        return EventBusStreamWriter(opts, plan)

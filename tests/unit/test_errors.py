@@ -41,4 +41,4 @@ def test_public_names_are_pinned():
     assert sorted(spark_eventbus.__all__) == [
         "AckingBatchWriter", "ConfigError", "DataLossError", "EventBusConnectionError",
         "EventBusDataSource", "EventBusError", "NotAStreamError", "RedisCommandError", "StreamId",
-        "register"]
+        "UnwritableRowError", "register"]

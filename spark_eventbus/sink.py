@@ -1,0 +1,279 @@
+"""The sink: ``df.writeStream.format("eventbus")`` and ``df.write.format("eventbus")`` (DESIGN §4).
+
+Driver side: the writer objects check options, schema and target keys before any task runs,
+and after each batch commits prune the idempotency markers Spark no longer needs.
+Executor side: :func:`write_partition` encodes Arrow batches (:mod:`.encoding`), cuts them into
+chunks and writes each chunk with one Lua call (``lua/sink_chunk.lua``) that adds the entries
+and a marker ``<partition>:<chunk>`` to a set of this (query, batch) atomically. A replayed
+batch — task retry, speculative attempt, or the whole batch again after a driver crash — finds
+the markers of chunks already written and adds nothing twice.
+
+Markers of batch N are kept until batch N+1 commits: Spark starts batch N+1 only after batch N
+is in its commit log, so from then on batch N is never replayed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import redis
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+
+from .commands import _s as _str
+from .commands import _script_text, hash_tag, stream_exists
+from .connection import ConnectionSpec, client
+from .encoding import Chunker, EncodingPlan, Reject, chunk_args, dead_letter_run, encode_batch
+from .errors import ConfigError, EventBusError, UnwritableRowError, translate
+from .options import SinkOptions
+
+log = logging.getLogger("spark_eventbus")
+
+MARKER_TTL_MS = 7 * 24 * 3600 * 1000  # safety net for abandoned queries; see README
+_BATCH_ID = "streaming.sql.batchId"  # local properties Spark sets for every micro-batch job
+_QUERY_ID = "sql.streaming.queryId"  # stable across restarts from the same checkpoint
+
+
+def marker_key(stream: str, query: str, batch: str) -> str:
+    """Set of chunks of (query, batch) written to ``stream``, in the stream's hash slot."""
+    return f"{{{hash_tag(stream)}}}:eventbus:sink:{query}:{batch}"
+
+
+def registry_key(query: str) -> str:
+    """Hash: batch id -> JSON list of that batch's marker keys (what to prune later)."""
+    return f"eventbus:sink:{query}"
+
+
+@dataclass(frozen=True)
+class SinkCommitMessage(WriterCommitMessage):
+    """What one write task did (executor → driver)."""
+
+    query: str
+    partition: int
+    rows: int
+    written: tuple[tuple[str, int], ...]  # entries added per stream (dead letters included)
+    replayed_chunks: int  # chunks found already written (this is a replay)
+    dead_lettered: int
+    reasons: tuple[tuple[str, int], ...]  # rules broken by dead-lettered rows, and counts
+    markers: tuple[str, ...]
+
+
+def _dlq_extra(query: str, batch: str, partition: int) -> list[tuple[str, str]]:
+    return [("dlq.sink.query", query), ("dlq.sink.batch", batch),
+            ("dlq.sink.partition", str(partition))]
+
+
+def _reject_error(rejects: list[Reject], partition: int) -> UnwritableRowError:
+    shown = "; ".join(
+        f"row {r.row}" + (f" (column {r.column!r})" if r.column else "") + f": {r.reason}"
+        for r in rejects[:5])
+    more = f" (and {len(rejects) - 5} more in this Arrow batch)" if len(rejects) > 5 else ""
+    return UnwritableRowError(
+        f"partition {partition}: {len(rejects)} row(s) cannot be written as stream entries — "
+        f"{shown}{more}. Fix those rows, or set option 'deadLetterStream' to move such rows "
+        "there with 'dlq.reason'. Nothing of this task was dropped.")
+
+
+def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: str,
+                    partition: int, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+    """Write one task's rows (executor side). Idempotent per (query, batch, partition) when
+    ``opts.idempotent``: chunks are numbered per target stream in input order."""
+    spec = ConnectionSpec(opts.url, opts.password)
+    r = client(spec)
+    script = r.register_script(_script_text("sink_chunk"))
+    chunker = Chunker(opts.chunk_size)
+    dlq = opts.dead_letter_stream
+    written: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    markers: set[str] = set()
+    replayed = rows = dead = 0
+    trim = [str(opts.max_len) if opts.max_len is not None else "", opts.min_id or "",
+            str(opts.min_age_ms) if opts.min_age_ms is not None else "",
+            "~" if opts.trim_approximate else "="]
+    no_trim = ["", "", "", "~"]
+    extra = _dlq_extra(query, batch, partition)
+
+    def flush(chunk: Any) -> None:
+        nonlocal replayed
+        key = marker_key(chunk.stream, query, batch)
+        member = f"{partition}:{chunk.index}" if opts.idempotent else ""
+        try:
+            added, skipped = script(
+                keys=[chunk.stream, key],
+                args=[member, MARKER_TTL_MS, *(no_trim if chunk.stream == dlq else trim),
+                      *chunk_args(chunk)])
+        except redis.RedisError as exc:
+            raise translate(exc, f"writing {chunk.rows} entries to stream {chunk.stream!r} "
+                                 f"(url {spec.display})", spec.secrets) from exc
+        if opts.idempotent:
+            markers.add(key)
+        written[chunk.stream] += int(added)
+        replayed += int(skipped)
+
+    for rb in batches:
+        enc = encode_batch(plan, rb, default_stream=opts.stream,
+                           max_payload_bytes=opts.max_payload_bytes, first_row=rows)
+        rows += rb.num_rows
+        if enc.rejects:
+            if dlq is None:
+                raise _reject_error(enc.rejects, partition)
+            for rej in enc.rejects:
+                reasons[rej.rule] += 1
+                dead += 1
+                for chunk in chunker.add(dlq, dead_letter_run(rej, extra)):
+                    flush(chunk)
+        for stream, run in enc.runs:
+            for chunk in chunker.add(stream, run):
+                flush(chunk)
+    for chunk in chunker.flush():
+        flush(chunk)
+    return SinkCommitMessage(query, partition, rows, tuple(sorted(written.items())), replayed,
+                             dead, tuple(sorted(reasons.items())), tuple(sorted(markers)))
+
+
+def _messages(messages: list[Any]) -> list[SinkCommitMessage]:
+    return [m for m in messages if isinstance(m, SinkCommitMessage)]
+
+
+def _summary(msgs: list[SinkCommitMessage], what: str) -> None:
+    written: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    for m in msgs:
+        written.update(dict(m.written))
+        reasons.update(dict(m.reasons))
+    dead = sum(m.dead_lettered for m in msgs)
+    replayed = sum(m.replayed_chunks for m in msgs)
+    log.info("spark-eventbus sink: %s wrote %s%s", what, dict(written) or "nothing",
+             f"; {replayed} chunk(s) were already written (replay)" if replayed else "")
+    if dead:
+        log.warning("spark-eventbus sink: %s dead-lettered %d row(s): %s", what, dead,
+                    dict(reasons))
+
+
+def check_targets(opts: SinkOptions) -> None:
+    """Driver side, before any task: Redis answers, and the static target and dead-letter keys
+    are streams or missing (any other type is refused, never overwritten)."""
+    spec = ConnectionSpec(opts.url, opts.password)
+    try:
+        r = client(spec)
+        for key, option in ((opts.stream, "stream"), (opts.dead_letter_stream,
+                                                      "deadLetterStream")):
+            if key is not None:
+                stream_exists(r, key, f"Server: {spec.display}. Choose another {option!r} "
+                                      "option.")
+    except redis.RedisError as exc:
+        raise translate(exc, f"checking the sink's target streams (url {spec.display})",
+                        spec.secrets) from exc
+
+
+class _SinkBase:
+    def __init__(self, opts: SinkOptions, plan: EncodingPlan) -> None:
+        self.opts = opts
+        self.plan = plan
+
+    def _spec(self) -> ConnectionSpec:
+        return ConnectionSpec(self.opts.url, self.opts.password)
+
+    def _delete_markers(self, keys: list[str]) -> None:
+        spec = self._spec()
+        try:
+            for i in range(0, len(keys), 500):
+                client(spec).unlink(*keys[i:i + 500])
+        except redis.RedisError as exc:
+            # The batch is committed; the markers expire on their own (MARKER_TTL_MS).
+            log.warning("spark-eventbus sink: could not prune idempotency markers (%s); they "
+                        "expire within 7 days.", translate(exc, "pruning markers", spec.secrets))
+
+
+class EventBusStreamWriter(_SinkBase, DataSourceStreamArrowWriter):
+    """``df.writeStream.format("eventbus")``: one instance per query, made on the driver."""
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:  # executor
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        assert ctx is not None, "write() runs in a Spark task"
+        batch, query = ctx.getLocalProperty(_BATCH_ID), ctx.getLocalProperty(_QUERY_ID)
+        if batch is None or query is None:
+            if self.opts.idempotent:
+                raise EventBusError(
+                    "Spark did not tell this write task its streaming query and batch id "
+                    "(local properties 'sql.streaming.queryId', 'streaming.sql.batchId'), so "
+                    "the sink cannot make the batch idempotent. Set option 'idempotent' to "
+                    "'false' to write at-least-once.")
+            batch, query = batch or "0", query or "unknown"
+        return write_partition(self.opts, self.plan, query, batch, ctx.partitionId(), iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        msgs = _messages(messages)
+        _summary(msgs, f"batch {batchId}")
+        if not self.opts.idempotent or not msgs:
+            return
+        query = msgs[0].query
+        markers = sorted({k for m in msgs for k in m.markers})
+        spec = self._spec()
+        reg = registry_key(query)
+        try:
+            r = client(spec)
+            r.hset(reg, str(batchId), json.dumps(markers))
+            r.pexpire(reg, MARKER_TTL_MS)
+            older = {_str(f): v for f, v in r.hgetall(reg).items() if int(f) < batchId}
+        except redis.RedisError as exc:
+            log.warning("spark-eventbus sink: could not record batch %d's markers (%s); they "
+                        "expire within 7 days.", batchId,
+                        translate(exc, "recording markers", spec.secrets))
+            return
+        if older:
+            # Batch ``batchId`` runs only after every older batch is in Spark's commit log:
+            # none of them can be replayed any more, so their markers can go.
+            self._delete_markers(sorted({k for v in older.values() for k in json.loads(v)}))
+            with contextlib.suppress(redis.RedisError):  # else pruned at the next commit
+                client(spec).hdel(reg, *older)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        # Keep the markers: the same batch id runs again when the query restarts.
+        _summary(_messages(messages), f"aborted batch {batchId}")
+
+
+class EventBusBatchWriter(_SinkBase, DataSourceArrowWriter):
+    """``df.write.format("eventbus").mode("append")``: idempotent against task retries within
+    this write (its own id); a re-run of the whole write is a new write."""
+
+    def __init__(self, opts: SinkOptions, plan: EncodingPlan) -> None:
+        super().__init__(opts, plan)
+        self.write_id = f"write-{uuid.uuid4().hex}"
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:  # executor
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        assert ctx is not None, "write() runs in a Spark task"
+        return write_partition(self.opts, self.plan, self.write_id, "0", ctx.partitionId(),
+                               iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        msgs = _messages(messages)
+        _summary(msgs, "write")
+        self._delete_markers(sorted({k for m in msgs for k in m.markers}))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        msgs = _messages(messages)
+        _summary(msgs, "aborted write")
+        self._delete_markers(sorted({k for m in msgs for k in m.markers}))
+
+
+def refuse_overwrite() -> ConfigError:
+    return ConfigError("the eventbus sink only appends entries to streams; use "
+                       "df.write.mode('append'). To replace a stream's content, delete or trim "
+                       "the stream first.")

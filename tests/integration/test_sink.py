@@ -1,0 +1,375 @@
+"""The sink against real Redis + Spark (issue 4): mapping, routing, idempotency, trimming,
+dead letters, round trip, batch writes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import redis
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from spark_eventbus import ConfigError, NotAStreamError, UnwritableRowError
+from tests.integration.helpers import checkpoint, produce, stream_df, wait_for
+
+pytestmark = pytest.mark.integration
+JOB = Path(__file__).parent / "jobs" / "copy_stream.py"
+
+
+def _sink(df: DataFrame, url: str, chk: str, **options: Any):  # type: ignore[no-untyped-def]
+    w = df.writeStream.format("eventbus").option("url", url).option("checkpointLocation", chk)
+    for k, v in options.items():
+        w = w.option(k, str(v))
+    return w
+
+
+def _run_sink(df: DataFrame, url: str, tmp_path: Path, timeout: float = 300, **options: Any
+              ) -> None:
+    q = _sink(df, url, checkpoint(tmp_path), **options).trigger(availableNow=True).start()
+    assert q.awaitTermination(timeout), "AvailableNow query did not finish"
+    assert q.exception() is None, q.exception()
+
+
+def _entries(r: redis.Redis, stream: str) -> list[dict[bytes, bytes]]:
+    return [fields for _, fields in r.xrange(stream)]
+
+
+def _sink_keys(r: redis.Redis, stream: str) -> list[str]:
+    """The sink's marker sets in ``stream*``'s hash slots and the registries of their queries."""
+    markers = sorted(k.decode() for k in r.scan_iter(match=f"{{{stream}*}}:eventbus:sink:*",
+                                                     count=10_000))
+    queries = {k.split(":eventbus:sink:")[1].rsplit(":", 1)[0] for k in markers}
+    return markers + sorted(f"eventbus:sink:{q}" for q in queries
+                            if r.exists(f"eventbus:sink:{q}"))
+
+
+# -- 1. field mapping, 100,000 rows through a streaming query ----------------------------------
+
+
+def test_streaming_query_writes_every_row_with_the_field_mapping(spark, redis_server, names,
+                                                                  tmp_path):
+    n = 100_000
+    base_ts = dt.datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=dt.timezone.utc)
+    table = pa.table({
+        "key": [f"k{i}" for i in range(n)],
+        "text": [f"héllo {i}" if i % 10 else "" for i in range(n)],
+        "blob": [bytes([i % 256, 0, 255]) for i in range(n)],
+        "num": pa.array(range(n), pa.int64()),
+        "price": [i + 0.25 for i in range(n)],
+        "flag": [i % 2 == 0 for i in range(n)],
+        "at": pa.array([base_ts + dt.timedelta(seconds=i) for i in range(n)],
+                       pa.timestamp("us", tz="UTC")),
+        "tags": [[f"t{i % 3}", "x"] for i in range(n)],
+        "info": [{"a": i, "b": None if i % 2 else "s"} for i in range(n)],
+        "opt": [None if i % 3 == 0 else f"o{i}" for i in range(n)],
+    })
+    src = tmp_path / "src"
+    src.mkdir()
+    for part in range(4):
+        pq.write_table(table.slice(part * n // 4, n // 4), src / f"part-{part}.parquet")
+    df = spark.readStream.schema(spark.read.parquet(str(src)).schema).parquet(str(src))
+    _run_sink(df, redis_server.url, tmp_path, stream=names["stream"])
+
+    r = redis_server.client()
+    got = {e[b"key"].decode(): e for e in _entries(r, names["stream"])}
+    assert len(got) == n and r.xlen(names["stream"]) == n
+    for i in (0, 1, 2, 3, 9, 10, 12_345, n - 1):
+        e = got[f"k{i}"]
+        assert e[b"text"] == (f"héllo {i}" if i % 10 else "").encode()  # "" is a value
+        assert e[b"blob"] == bytes([i % 256, 0, 255])  # raw bytes
+        assert e[b"num"] == str(i).encode()
+        assert float(e[b"price"]) == i + 0.25
+        assert e[b"flag"] == (b"true" if i % 2 == 0 else b"false")
+        ts = (base_ts + dt.timedelta(seconds=i)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        assert e[b"at"] == ts.encode()
+        assert json.loads(e[b"tags"]) == [f"t{i % 3}", "x"]
+        assert json.loads(e[b"info"]) == {"a": i, "b": None if i % 2 else "s"}
+        assert (b"opt" in e) == (i % 3 != 0)  # a null column is left out of that entry
+
+
+def test_fields_map_column_wins_over_other_columns(spark, redis_server, names):
+    df = spark.createDataFrame(
+        [({"a": "1", "b": "x"}, "ignored", 7)], "fields map<string,string>, other string, n int")
+    df.write.format("eventbus").option("url", redis_server.url) \
+        .option("stream", names["stream"]).mode("append").save()
+    assert _entries(redis_server.client(), names["stream"]) == [{b"a": b"1", b"b": b"x"}]
+
+
+# -- 2. routing ----------------------------------------------------------------------------------
+
+
+def test_stream_column_routes_rows(spark, redis_server, names):
+    targets = [f"{names['stream']}:{c}" for c in "abc"]
+    df = spark.range(0, 3000, 1, 1).select(
+        F.element_at(F.array(*[F.lit(t) for t in targets]), (F.col("id") % 3 + 1).cast("int"))
+        .alias("stream"), F.col("id").cast("string").alias("n"))
+    df.write.format("eventbus").option("url", redis_server.url).mode("append").save()
+    r = redis_server.client()
+    for k, t in enumerate(targets):
+        ns = [int(e[b"n"]) for e in _entries(r, t)]
+        assert sorted(ns) == list(range(k, 3000, 3))
+        assert all(b"stream" not in e for e in _entries(r, t))
+    # Row order within one task is kept per stream.
+    assert [int(e[b"n"]) for e in _entries(r, targets[0])][:5] == [0, 3, 6, 9, 12]
+
+
+def test_target_stream_errors_come_before_any_task(spark, redis_server, names):
+    url = redis_server.url
+    plain = spark.range(3).select(F.col("id").cast("string").alias("n"))
+    with pytest.raises(Exception, match="no target stream: set option 'stream'"):
+        plain.write.format("eventbus").option("url", url).mode("append").save()
+    routed = plain.withColumn("stream", F.lit(names["stream"]))
+    with pytest.raises(Exception, match="both a 'stream' column and option 'stream'"):
+        routed.write.format("eventbus").option("url", url).option("stream", "x") \
+            .mode("append").save()
+    with pytest.raises(Exception, match="column 'stream' has type int"):
+        plain.withColumn("stream", F.lit(1)).write.format("eventbus").option("url", url) \
+            .mode("append").save()
+    with pytest.raises(Exception, match="column 'd' has type interval day, which"):
+        plain.withColumn("d", F.expr("INTERVAL '1' DAY")).write.format("eventbus") \
+            .option("url", url).option("stream", names["stream"]).mode("append").save()
+    with pytest.raises(Exception, match="only appends"):
+        plain.write.format("eventbus").option("url", url).option("stream", names["stream"]) \
+            .mode("overwrite").save()
+    redis_server.client().set(names["dlq"], "a string")
+    with pytest.raises(Exception, match="holds a string, not a stream"):
+        plain.write.format("eventbus").option("url", url).option("stream", names["dlq"]) \
+            .mode("append").save()
+    with pytest.raises(Exception, match="option 'maxLen' = '-5' is invalid"):
+        plain.write.format("eventbus").option("url", url).option("stream", names["stream"]) \
+            .option("maxLen", "-5").mode("append").save()
+    assert redis_server.client().exists(names["stream"]) == 0  # nothing was written
+    assert issubclass(NotAStreamError, Exception) and issubclass(ConfigError, ValueError)
+
+
+# -- 3. exactly once across driver crashes -------------------------------------------------------
+
+
+def _commits(chk: Path) -> int:
+    d = chk / "commits"
+    return sum(1 for p in d.iterdir() if p.name.isdigit()) if d.exists() else 0
+
+
+def test_driver_sigkill_and_restart_writes_every_row_exactly_once(redis_server, names, tmp_path):
+    r = redis_server.client()
+    produced = produce(r, names["stream"], 20_000)
+    target = names["stream"] + ":copy"
+    chk = tmp_path / "chk"
+    base = [sys.executable, str(JOB), "--url", redis_server.url, "--source", names["stream"],
+            "--group", names["group"], "--target", target, "--checkpoint", str(chk),
+            "--max-entries", "1000"]
+    rng = random.Random(11)
+    for run in range(3):
+        before = _commits(chk)
+        log_path = tmp_path / f"run{run}.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(base, stdout=log, stderr=log, start_new_session=True)
+            wait_for(lambda p=proc, n=before: _commits(chk) >= n + 2 or p.poll() is not None,
+                     240, "the copy query to commit two batches")
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            time.sleep(rng.uniform(0.0, 0.6))  # land the kill anywhere inside a batch
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+    final = subprocess.run([*base, "--available-now"], capture_output=True, timeout=600)
+    assert final.returncode == 0, final.stderr.decode()[-3000:]
+    copied = Counter(e[b"src"].decode() for e in _entries(r, target))
+    assert set(copied) == set(produced), "a row is missing"
+    assert max(copied.values()) == 1, [k for k, c in copied.items() if c > 1][:10]
+    assert len(_sink_keys(r, target)) <= 2  # the last batch's marker set and the registry
+
+
+# -- 4. task retry -----------------------------------------------------------------------------
+
+
+def test_failed_write_task_is_retried_without_duplicates(spark, own_redis, names):
+    own_redis.start()
+    url, r = own_redis.url, own_redis.client()
+    target = names["stream"]
+
+    def fail_once_after_partial_write(n):  # type: ignore[no-untyped-def]
+        import time as _time
+
+        import redis as _redis
+        from pyspark import TaskContext
+
+        if n == 25_000 and TaskContext.get().attemptNumber() == 0:
+            c = _redis.Redis.from_url(url)
+            deadline = _time.monotonic() + 60
+            while c.xlen(target) < 10_000 and _time.monotonic() < deadline:
+                _time.sleep(0.05)  # let the sink write part of this task's rows first
+            raise RuntimeError("injected failure after a partial write")
+        return str(n)
+
+    udf = F.udf(fail_once_after_partial_write, "string")
+    df = spark.range(0, 60_000, 1, 2).select(udf("id").alias("n"))
+    r.config_resetstat()
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "2000")
+    try:
+        df.write.format("eventbus").option("url", url).option("stream", target) \
+            .mode("append").save()
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    ns = [int(e[b"n"]) for e in _entries(r, target)]
+    assert len(ns) == 60_000 and sorted(ns) == list(range(60_000))
+    stats = r.info("commandstats")
+    assert stats["cmdstat_xadd"]["calls"] == 60_000  # no entry was added twice
+    # The retry re-sent chunks the first attempt had written; their markers skipped them.
+    assert stats["cmdstat_evalsha"]["calls"] > 60
+    assert _sink_keys(r, target) == []  # a finished batch write removes its markers
+
+
+# -- 5. trimming and marker pruning ------------------------------------------------------------
+
+
+def _file_batches(spark: SparkSession, tmp_path: Path, files: int, rows: int) -> DataFrame:
+    src = tmp_path / "files"
+    src.mkdir(parents=True)
+    for k in range(files):
+        pq.write_table(pa.table({"n": [str(k * rows + i) for i in range(rows)]}),
+                       src / f"f{k}.parquet")
+    return (spark.readStream.schema("n string").option("maxFilesPerTrigger", 1)
+            .parquet(str(src)))
+
+
+def test_maxlen_trims_and_markers_do_not_grow(spark, redis_server, names, tmp_path):
+    r = redis_server.client()
+    df = _file_batches(spark, tmp_path, files=6, rows=2000)
+    _run_sink(df, redis_server.url, tmp_path, stream=names["stream"], maxLen=3000)
+    # Approximate trimming (the default) keeps at least maxLen and drops whole nodes only.
+    assert 3000 <= r.xlen(names["stream"]) < 3000 + 100 + 1000
+    keys = _sink_keys(r, names["stream"])
+    # 6 batches ran; only the last one's marker set and the registry remain.
+    markers = [k for k in keys if k.startswith("{")]
+    assert len(markers) == 1 and markers[0].endswith(":5"), keys
+    registry = [k for k in keys if not k.startswith("{")]
+    assert len(registry) == 1 and list(r.hgetall(registry[0])) == [b"5"]
+
+    exact = names["stream"] + ":exact"
+    _run_sink(_file_batches(spark, tmp_path / "x", 2, 500), redis_server.url, tmp_path,
+              stream=exact, maxLen=123, trimApproximate="false")
+    assert r.xlen(exact) == 123
+    assert int(_entries(r, exact)[-1][b"n"]) == 999  # the newest are kept
+
+
+def test_min_id_trims_older_entries(spark, redis_server, names, tmp_path):
+    r = redis_server.client()
+    old_ms = int(time.time() * 1000) - 2 * 3600 * 1000
+    for i in range(50):
+        r.xadd(names["stream"], {"old": str(i)}, id=f"{old_ms}-{i}")
+        r.xadd(names["stream"] + ":fixed", {"old": str(i)}, id=f"{1000 + i}-0")
+    df = spark.range(10).select(F.col("id").cast("string").alias("n"))
+    df.write.format("eventbus").option("url", redis_server.url).option("stream", names["stream"]) \
+        .option("minId", "1h").option("trimApproximate", "false").mode("append").save()
+    assert [e for e in _entries(r, names["stream"]) if b"old" in e] == []
+    assert r.xlen(names["stream"]) == 10
+    df.write.format("eventbus").option("url", redis_server.url) \
+        .option("stream", names["stream"] + ":fixed").option("minId", "1025-0") \
+        .option("trimApproximate", "false").mode("append").save()
+    assert r.xlen(names["stream"] + ":fixed") == 25 + 10
+
+
+# -- 6. rows that cannot be written ------------------------------------------------------------
+
+
+def test_unwritable_rows_go_to_the_dead_letter_stream(spark, redis_server, names):
+    r = redis_server.client()
+    df = spark.createDataFrame(
+        [("ok", "a", None), ("big", "x" * 5000, None), (None, None, None),
+         ("nan", "b", float("nan")), ("ok2", "c", 1.5)],
+        "k string, v string, d double").select(
+            "k", "v", F.when(F.col("d").isNotNull(), F.array("d")).alias("arr"))
+    df.write.format("eventbus").option("url", redis_server.url).option("stream", names["stream"]) \
+        .option("deadLetterStream", names["dlq"]).option("maxPayloadBytes", "1000") \
+        .mode("append").save()
+    assert sorted(e[b"k"] for e in _entries(r, names["stream"])) == [b"ok", b"ok2"]
+    dead = {(e.get(b"k") or b"-").decode(): e for e in _entries(r, names["dlq"])}
+    assert set(dead) == {"big", "-", "nan"}
+    assert dead["big"][b"dlq.reason"].startswith(b"entry of 5,005 bytes is over maxPayloadBytes")
+    assert dead["big"][b"dlq.column"] == b"v" and dead["big"][b"v"] == b"x" * 5000
+    assert dead["-"][b"dlq.reason"].startswith(b"every column is null")
+    assert dead["nan"][b"dlq.reason"].startswith(b"unsupported value")
+    assert dead["nan"][b"dlq.column"] == b"arr"
+    assert all(e[b"dlq.target.stream"] == names["stream"].encode() for e in dead.values())
+
+    fields = spark.createDataFrame([({"a": "1"},), ({},), (None,), ({"a": None},)],
+                                   "fields map<string,string>")
+    fields.write.format("eventbus").option("url", redis_server.url) \
+        .option("stream", names["stream"] + ":f").option("deadLetterStream", names["dlq"] + ":f") \
+        .mode("append").save()
+    assert _entries(r, names["stream"] + ":f") == [{b"a": b"1"}]
+    reasons = sorted(e[b"dlq.reason"].decode() for e in _entries(r, names["dlq"] + ":f"))
+    assert [x.split(":")[0] for x in reasons] == [
+        "fields['a'] is null", "the 'fields' map is empty", "the 'fields' map is null"]
+
+
+def test_unwritable_row_without_dead_letter_stream_fails_the_batch(spark, redis_server, names):
+    df = spark.createDataFrame([("ok", "a"), ("big", "x" * 5000)], "k string, v string")
+    with pytest.raises(Exception) as info:
+        df.coalesce(1).write.format("eventbus").option("url", redis_server.url) \
+            .option("stream", names["stream"]).option("maxPayloadBytes", "1000") \
+            .mode("append").save()
+    text = str(info.value)
+    assert "UnwritableRowError" in text and "row 1 (column 'v')" in text
+    assert "over maxPayloadBytes=1,000" in text and "deadLetterStream" in text
+    assert UnwritableRowError.__name__ in text
+
+
+# -- 7. round trip -----------------------------------------------------------------------------
+
+
+def test_round_trip_preserves_every_field_byte_for_byte(spark, redis_server, names, tmp_path):
+    r = redis_server.client()
+    rng = random.Random(3)
+    sent = []
+    for i in range(2000):
+        fields = {b"n": str(i).encode(), b"blob": rng.randbytes(rng.randint(0, 64)),
+                  b"utf8": "žluťoučký kůň 🐎".encode(), b"empty": b""}
+        r.xadd(names["stream"], fields)
+        sent.append(fields)
+    src = stream_df(spark, redis_server.url, names["stream"], names["group"],
+                    fieldsType="binary")
+    target = names["stream"] + ":copy"
+    out = src.select(F.map_concat("fields", F.create_map(
+        F.lit("src.id"), F.encode("id", "UTF-8"))).alias("fields"))
+    _run_sink(out, redis_server.url, tmp_path, stream=target)
+
+    back = stream_df(spark, redis_server.url, target, names["group"] + "b", fieldsType="binary")
+    name = "roundtrip"
+    q = (back.writeStream.format("memory").queryName(name).trigger(availableNow=True)
+         .option("checkpointLocation", checkpoint(tmp_path)).start())
+    q.awaitTermination(300)
+    rows = spark.table(name).collect()
+    got = sorted(({k.encode(): bytes(v) for k, v in row["fields"].items()} for row in rows),
+                 key=lambda f: int(f[b"n"]))
+    source_ids = [i.decode() for i, _ in r.xrange(names["stream"])]
+    assert len(got) == 2000
+    for i, (want, have) in enumerate(zip(sent, got, strict=True)):
+        assert have.pop(b"src.id").decode() == source_ids[i]
+        assert have == want
+
+
+# -- 8. batch write ----------------------------------------------------------------------------
+
+
+def test_batch_write_of_a_static_dataframe(spark, redis_server, names):
+    df = spark.createDataFrame([(i, f"name-{i}", bytes([i % 256])) for i in range(500)],
+                               "id long, name string, raw binary")
+    df.write.format("eventbus").option("url", redis_server.url).option("stream", names["stream"]) \
+        .mode("append").save()
+    got = sorted(_entries(redis_server.client(), names["stream"]), key=lambda e: int(e[b"id"]))
+    assert got[7] == {b"id": b"7", b"name": b"name-7", b"raw": bytes([7])}
+    assert len(got) == 500
+    assert _sink_keys(redis_server.client(), names["stream"]) == []  # markers are gone
