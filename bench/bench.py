@@ -1,4 +1,4 @@
-"""``make bench``: the reader against a plain redis-py consumer loop, on the same data, same run.
+"""``make bench``: the reader and the sink against plain redis-py loops, same data, same run.
 
 1. Starts its own redis-server (free loopback port, AOF off: we measure the reader, not fsync).
 2. Produces N entries (default 1,000,000) of a ~200-byte JSON payload.
@@ -9,8 +9,12 @@
    application (worker start-up and JIT are paid once per application, not per batch).
 5. Prints rows/s, the ratio reader/baseline, Redis's longest single command (SLOWLOG) during
    each phase, and the peak RSS (VmHWM) of the Python workers.
+6. The sink: the same N rows (``key`` + ~200-byte ``payload``) in parquet, written by
+   ``df.write.format("eventbus")`` with idempotency on and off (a driver process each, after a
+   20,000-row warm-up write), against a plain redis-py pipelined XADD loop (pipelines of 1,000)
+   over the same rows already in memory.
 
-Usage: python bench/bench.py [--entries N]
+Usage: python bench/bench.py [--entries N] [--only reader|sink]
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import threading
 import time
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import redis
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -171,6 +177,116 @@ def run_reader(port: int, group: str, max_entries: int, n: int) -> dict[str, flo
             "warmup_seconds": cold}
 
 
+def sink_rows(n: int) -> pa.Table:
+    filler = "x" * 120
+    return pa.table({
+        "key": [f"order-{i}" for i in range(n)],
+        "payload": [f'{{"order_id": {i}, "customer": "c{i % 997}", "amount": {i % 500}.25, '
+                    f'"note": "{filler}"}}' for i in range(n)],
+    })
+
+
+def sink_baseline(r: redis.Redis, table: pa.Table, stream: str) -> float:
+    """A plain redis-py producer: pipelined XADD, pipelines of 1,000 (hiredis packs)."""
+    keys, payloads = table.column("key").to_pylist(), table.column("payload").to_pylist()
+    start = time.perf_counter()
+    pipe = r.pipeline(transaction=False)
+    for i in range(len(keys)):
+        pipe.xadd(stream, {"key": keys[i], "payload": payloads[i]})
+        if i % 1000 == 999:
+            pipe.execute()
+    pipe.execute()
+    return len(keys) / (time.perf_counter() - start)
+
+
+def run_sink(port: int, src: str, warmup_src: str, stream: str, idempotent: bool
+             ) -> dict[str, float]:
+    """Driver process of one sink measurement (``bench.py sink ...``)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.driver.memory", "4g")
+             .config("spark.driver.extraJavaOptions",
+                     f"-Dlog4j2.configurationFile=file:{ROOT / 'conf' / 'log4j2.properties'}")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    url = f"redis://127.0.0.1:{port}/0"
+
+    def write(path: str, target: str) -> tuple[float, int]:
+        df = spark.read.parquet(path)
+        start = time.perf_counter()
+        (df.write.format("eventbus").option("url", url).option("stream", target)
+         .option("idempotent", str(idempotent).lower()).mode("append").save())
+        return time.perf_counter() - start, df.rdd.getNumPartitions()
+
+    peak = {"kb": 0}
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            for pid in _worker_pids():
+                peak["kb"] = max(peak["kb"], _vmhwm_kb(pid))
+            time.sleep(0.2)
+
+    write(warmup_src, stream + ":warmup")
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    elapsed, parts = write(src, stream)
+    stop.set()
+    sampler.join()
+    rows = spark.read.parquet(src).count()
+    spark.stop()
+    return {"rows": rows, "seconds": elapsed, "rows_per_s": rows / elapsed,
+            "partitions": parts, "worker_peak_rss_mb": peak["kb"] / 1024}
+
+
+def sink_subprocess(port: int, src: Path, warmup: Path, stream: str, idempotent: bool
+                    ) -> dict[str, float]:
+    out = subprocess.run([sys.executable, __file__, "sink", str(port), str(src), str(warmup),
+                          stream, str(idempotent)], capture_output=True, timeout=3600)
+    if out.returncode != 0:
+        raise SystemExit(out.stderr.decode()[-4000:])
+    return json.loads(out.stdout.decode().strip().splitlines()[-1])
+
+
+def bench_sink(r: redis.Redis, port: int, n: int, work: Path) -> None:
+    table = sink_rows(n)
+    src, warmup = work / "sink-src", work / "sink-warmup"
+    src.mkdir()
+    warmup.mkdir()
+    half = n // 2  # two files: two write tasks on local[2]
+    pq.write_table(table.slice(0, half), src / "part-0.parquet")
+    pq.write_table(table.slice(half), src / "part-1.parquet")
+    pq.write_table(table.slice(0, WARMUP_ENTRIES), warmup / "part-0.parquet")
+    size = len(table.column("payload")[0].as_py()) + len("payload") + len("key") + 12
+    print(f"sink: {n:,} rows of ~{size} B (key + payload) in parquet")
+
+    r.slowlog_reset()
+    base = sink_baseline(r, table, "bench:sink:baseline")
+    base_slow = slowest_command(r)
+    print(f"baseline  redis-py pipelined XADD (1,000 per pipeline): {base:>10,.0f} rows/s  "
+          f"(longest Redis command {base_slow[0]:.1f} ms: {base_slow[1]})")
+    del table
+    results = {}
+    for idempotent in (True, False):
+        stream = f"bench:sink:{'idem' if idempotent else 'plain'}"
+        r.slowlog_reset()
+        res = sink_subprocess(port, src, warmup, stream, idempotent)
+        slow = slowest_command(r)
+        assert r.xlen(stream) == n, (stream, r.xlen(stream))
+        results[idempotent] = res
+        print(f"sink      idempotent={str(idempotent).lower():<5}: {res['rows_per_s']:>10,.0f} "
+              f"rows/s  ratio {res['rows_per_s'] / base:.2f}  ({res['seconds']:.1f} s, "
+              f"{res['partitions']} tasks; longest Redis command {slow[0]:.1f} ms ({slow[1]}); "
+              f"worker peak RSS {res['worker_peak_rss_mb']:.0f} MiB)")
+    on, off = results[True]["rows_per_s"], results[False]["rows_per_s"]
+    print(f"cost of idempotency: {on:,.0f} vs {off:,.0f} rows/s = {on / off:.2f}x "
+          f"({(1 - on / off) * 100:+.0f}% time saved without it)" if on > off else
+          f"cost of idempotency: {on:,.0f} vs {off:,.0f} rows/s = {on / off:.2f}x "
+          f"({(off / on - 1) * 100:.0f}% more time with it)")
+
+
 def reader_subprocess(port: int, group: str, max_entries: int, n: int) -> dict[str, float]:
     out = subprocess.run([sys.executable, __file__, "reader", str(port), group,
                           str(max_entries), str(n)], capture_output=True, timeout=3600)
@@ -179,54 +295,69 @@ def reader_subprocess(port: int, group: str, max_entries: int, n: int) -> dict[s
     return json.loads(out.stdout.decode().strip().splitlines()[-1])
 
 
+def bench_reader(r: redis.Redis, port: int, n: int) -> None:
+    """The reader against a plain consumer loop (issue 2)."""
+    t = time.perf_counter()
+    produce(r, n)
+    produce(r, WARMUP_ENTRIES, WARMUP)
+    size = len(r.xrange(STREAM, count=1)[0][1][b"payload"])
+    print(f"produced {n:,} entries (~{size} B payload) in {time.perf_counter() - t:.1f} s")
+
+    r.slowlog_reset()
+    base = baseline(r, n)
+    base_slow = slowest_command(r)
+    print(f"baseline  redis-py XREADGROUP COUNT 1000 + XACK: {base:>10,.0f} rows/s  "
+          f"(longest Redis command {base_slow[0]:.1f} ms: {base_slow[1]})")
+
+    results = {}
+    for max_entries in (100_000, 500_000):
+        r.slowlog_reset()
+        res = reader_subprocess(port, f"spark-{max_entries}", max_entries, n)
+        slow = slowest_command(r)
+        pending = r.xpending(STREAM, f"spark-{max_entries}")["pending"]
+        results[max_entries] = res
+        print(f"reader    maxEntriesPerTrigger={max_entries:>7,}: {res['rows_per_s']:>10,.0f}"
+              f" rows/s  ratio {res['rows_per_s'] / base:.2f}  end to end: query start to "
+              f"termination, {res['seconds']:.1f} s for {res['rows']:,} rows in "
+              f"{res['batches']} batches")
+        print(f"          in batches: {res['batch_rows_per_s']:>10,.0f} rows/s  ratio "
+              f"{res['batch_rows_per_s'] / base:.2f}  (sum of the batches' triggerExecution, "
+              f"{res['batch_seconds']:.1f} s; the cold-start warm-up query of "
+              f"{WARMUP_ENTRIES:,} entries took {res['warmup_seconds']:.1f} s)")
+        print(f"          longest Redis command {slow[0]:.1f} ms ({slow[1]}); "
+              f"worker peak RSS {res['worker_peak_rss_mb']:.0f} MiB; pending after {pending}")
+        assert res["rows"] == n, res
+    small, big = results[100_000], results[500_000]
+    print(f"worker peak RSS 500k / 100k: {big['worker_peak_rss_mb']:.0f} / "
+          f"{small['worker_peak_rss_mb']:.0f} MiB = "
+          f"{big['worker_peak_rss_mb'] / small['worker_peak_rss_mb']:.2f}")
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "reader":
         port, group, max_entries, n = sys.argv[2:6]
         print(json.dumps(run_reader(int(port), group, int(max_entries), int(n))))
         return
-    ap = argparse.ArgumentParser(description=__doc__)
+    if len(sys.argv) > 1 and sys.argv[1] == "sink":
+        port, src, warmup, stream, idem = sys.argv[2:7]
+        print(json.dumps(run_sink(int(port), src, warmup, stream, idem == "True")))
+        return
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--entries", type=int, default=1_000_000)
+    ap.add_argument("--only", choices=("reader", "sink"), help="run one half only")
     args = ap.parse_args()
     n = args.entries
     work = Path(tempfile.mkdtemp(prefix="eventbus-bench-"))
     proc, port = start_redis(work)
     try:
         r = redis.Redis(port=port)
-        t = time.perf_counter()
-        produce(r, n)
-        produce(r, WARMUP_ENTRIES, WARMUP)
-        size = len(r.xrange(STREAM, count=1)[0][1][b"payload"])
-        print(f"produced {n:,} entries (~{size} B payload) in {time.perf_counter() - t:.1f} s")
         print(f"hiredis: {redis.utils.HIREDIS_AVAILABLE}")
-
-        r.slowlog_reset()
-        base = baseline(r, n)
-        base_slow = slowest_command(r)
-        print(f"baseline  redis-py XREADGROUP COUNT 1000 + XACK: {base:>10,.0f} rows/s  "
-              f"(longest Redis command {base_slow[0]:.1f} ms: {base_slow[1]})")
-
-        results = {}
-        for max_entries in (100_000, 500_000):
-            r.slowlog_reset()
-            res = reader_subprocess(port, f"spark-{max_entries}", max_entries, n)
-            slow = slowest_command(r)
-            pending = r.xpending(STREAM, f"spark-{max_entries}")["pending"]
-            results[max_entries] = res
-            print(f"reader    maxEntriesPerTrigger={max_entries:>7,}: {res['rows_per_s']:>10,.0f}"
-                  f" rows/s  ratio {res['rows_per_s'] / base:.2f}  end to end: query start to "
-                  f"termination, {res['seconds']:.1f} s for {res['rows']:,} rows in "
-                  f"{res['batches']} batches")
-            print(f"          in batches: {res['batch_rows_per_s']:>10,.0f} rows/s  ratio "
-                  f"{res['batch_rows_per_s'] / base:.2f}  (sum of the batches' triggerExecution, "
-                  f"{res['batch_seconds']:.1f} s; the cold-start warm-up query of "
-                  f"{WARMUP_ENTRIES:,} entries took {res['warmup_seconds']:.1f} s)")
-            print(f"          longest Redis command {slow[0]:.1f} ms ({slow[1]}); "
-                  f"worker peak RSS {res['worker_peak_rss_mb']:.0f} MiB; pending after {pending}")
-            assert res["rows"] == n, res
-        small, big = results[100_000], results[500_000]
-        print(f"worker peak RSS 500k / 100k: {big['worker_peak_rss_mb']:.0f} / "
-              f"{small['worker_peak_rss_mb']:.0f} MiB = "
-              f"{big['worker_peak_rss_mb'] / small['worker_peak_rss_mb']:.2f}")
+        if args.only != "sink":
+            bench_reader(r, port, n)
+        if args.only != "reader":
+            r.flushall()
+            bench_sink(r, port, n, work)
     finally:
         proc.terminate()
         proc.wait(10)

@@ -281,11 +281,12 @@ TRIM_APPROXIMATE = "trimapproximate"
 MAX_PAYLOAD_BYTES = "maxpayloadbytes"
 IDEMPOTENT = "idempotent"
 CHUNK_SIZE = "chunksize"
+WRITE_ID = "writeid"
 
 _SINK_SPELLING = {
     name.lower(): name
     for name in ("url password stream deadLetterStream maxLen minId trimApproximate "
-                 "maxPayloadBytes idempotent chunkSize").split()
+                 "maxPayloadBytes idempotent chunkSize writeId").split()
 }
 SINK_ONLY = set(_SINK_SPELLING) - set(_SPELLING)
 _SPELLING.update(_SINK_SPELLING)
@@ -314,6 +315,10 @@ class SinkOptions:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     idempotent: bool = True
     chunk_size: int = DEFAULT_CHUNK_SIZE
+    # Batch writes inside foreachBatch: a name for this write, unique within the batch
+    # function; with the streaming query's id and batch id (from Spark) it makes a replayed
+    # batch idempotent too.
+    write_id: str | None = None
 
     @property
     def trims(self) -> bool:
@@ -381,6 +386,9 @@ def parse_sink_options(raw: Mapping[str, str], *, warn: bool = True) -> SinkOpti
     max_len = _int(opts, MAX_LEN, -1, 1, 2**63 - 1,
                    "it is the number of entries to keep; leave it out to keep all")
     min_id, min_age = parse_min_id(opts[MIN_ID]) if MIN_ID in opts else (None, None)
+    write_id = opts.get(WRITE_ID)
+    if write_id is not None:
+        write_id = _name(write_id, "writeId")
     return SinkOptions(
         url=url,
         password=password,
@@ -396,4 +404,5 @@ def parse_sink_options(raw: Mapping[str, str], *, warn: bool = True) -> SinkOpti
         chunk_size=_int(opts, CHUNK_SIZE, DEFAULT_CHUNK_SIZE, 1, MAX_CHUNK_SIZE,
                         "it is the number of rows per Redis call; larger calls block Redis "
                         "longer"),
+        write_id=write_id,
     )

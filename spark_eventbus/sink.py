@@ -60,6 +60,7 @@ class SinkCommitMessage(WriterCommitMessage):
     """What one write task did (executor → driver)."""
 
     query: str
+    batch: str
     partition: int
     rows: int
     written: tuple[tuple[str, int], ...]  # entries added per stream (dead letters included)
@@ -138,8 +139,9 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
                 flush(chunk)
     for chunk in chunker.flush():
         flush(chunk)
-    return SinkCommitMessage(query, partition, rows, tuple(sorted(written.items())), replayed,
-                             dead, tuple(sorted(reasons.items())), tuple(sorted(markers)))
+    return SinkCommitMessage(query, batch, partition, rows, tuple(sorted(written.items())),
+                             replayed, dead, tuple(sorted(reasons.items())),
+                             tuple(sorted(markers)))
 
 
 def _messages(messages: list[Any]) -> list[SinkCommitMessage]:
@@ -185,6 +187,32 @@ class _SinkBase:
     def _spec(self) -> ConnectionSpec:
         return ConnectionSpec(self.opts.url, self.opts.password)
 
+    def _commit_markers(self, query: str, batch: int, msgs: list[SinkCommitMessage]) -> None:
+        """Record batch ``batch``'s marker keys and delete those of older batches.
+
+        The caller runs after batch ``batch`` of ``query`` is written; Spark (and foreachBatch)
+        starts a batch only after every older one is in the checkpoint's commit log, so older
+        batches are never replayed again and their markers can go. This batch's stay until
+        the next commit: a crash before Spark logs this commit replays it.
+        """
+        markers = sorted({k for m in msgs for k in m.markers})
+        spec = self._spec()
+        reg = registry_key(query)
+        try:
+            r = client(spec)
+            r.hset(reg, str(batch), json.dumps(markers))
+            r.pexpire(reg, MARKER_TTL_MS)
+            older = {_str(f): v for f, v in r.hgetall(reg).items() if int(f) < batch}
+        except redis.RedisError as exc:
+            log.warning("spark-eventbus sink: could not record batch %d's markers (%s); they "
+                        "expire within 7 days.", batch,
+                        translate(exc, "recording markers", spec.secrets))
+            return
+        if older:
+            self._delete_markers(sorted({k for v in older.values() for k in json.loads(v)}))
+            with contextlib.suppress(redis.RedisError):  # else pruned at the next commit
+                client(spec).hdel(reg, *older)
+
     def _delete_markers(self, keys: list[str]) -> None:
         spec = self._spec()
         try:
@@ -204,7 +232,7 @@ class EventBusStreamWriter(_SinkBase, DataSourceStreamArrowWriter):
 
         ctx = TaskContext.get()
         assert ctx is not None, "write() runs in a Spark task"
-        batch, query = ctx.getLocalProperty(_BATCH_ID), ctx.getLocalProperty(_QUERY_ID)
+        query, batch = _streaming_ids(ctx)
         if batch is None or query is None:
             if self.opts.idempotent:
                 raise EventBusError(
@@ -218,28 +246,8 @@ class EventBusStreamWriter(_SinkBase, DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         msgs = _messages(messages)
         _summary(msgs, f"batch {batchId}")
-        if not self.opts.idempotent or not msgs:
-            return
-        query = msgs[0].query
-        markers = sorted({k for m in msgs for k in m.markers})
-        spec = self._spec()
-        reg = registry_key(query)
-        try:
-            r = client(spec)
-            r.hset(reg, str(batchId), json.dumps(markers))
-            r.pexpire(reg, MARKER_TTL_MS)
-            older = {_str(f): v for f, v in r.hgetall(reg).items() if int(f) < batchId}
-        except redis.RedisError as exc:
-            log.warning("spark-eventbus sink: could not record batch %d's markers (%s); they "
-                        "expire within 7 days.", batchId,
-                        translate(exc, "recording markers", spec.secrets))
-            return
-        if older:
-            # Batch ``batchId`` runs only after every older batch is in Spark's commit log:
-            # none of them can be replayed any more, so their markers can go.
-            self._delete_markers(sorted({k for v in older.values() for k in json.loads(v)}))
-            with contextlib.suppress(redis.RedisError):  # else pruned at the next commit
-                client(spec).hdel(reg, *older)
+        if self.opts.idempotent and msgs:
+            self._commit_markers(msgs[0].query, batchId, msgs)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         # Keep the markers: the same batch id runs again when the query restarts.
@@ -247,8 +255,13 @@ class EventBusStreamWriter(_SinkBase, DataSourceStreamArrowWriter):
 
 
 class EventBusBatchWriter(_SinkBase, DataSourceArrowWriter):
-    """``df.write.format("eventbus").mode("append")``: idempotent against task retries within
-    this write (its own id); a re-run of the whole write is a new write."""
+    """``df.write.format("eventbus").mode("append")``.
+
+    Idempotent against task retries within this write (a fresh id per write). Inside
+    ``foreachBatch``, option ``writeId`` (a name for this write, unique within the batch
+    function) makes a replayed batch idempotent too: the key becomes (streaming query id,
+    ``writeId``, batch id), all three stable across restarts from the same checkpoint.
+    """
 
     def __init__(self, opts: SinkOptions, plan: EncodingPlan) -> None:
         super().__init__(opts, plan)
@@ -259,18 +272,36 @@ class EventBusBatchWriter(_SinkBase, DataSourceArrowWriter):
 
         ctx = TaskContext.get()
         assert ctx is not None, "write() runs in a Spark task"
-        return write_partition(self.opts, self.plan, self.write_id, "0", ctx.partitionId(),
-                               iterator)
+        query, batch = self.write_id, "0"
+        if self.opts.write_id is not None:
+            streaming_query, streaming_batch = _streaming_ids(ctx)
+            if streaming_query is None or streaming_batch is None:
+                raise ConfigError(
+                    f"option 'writeId' = {self.opts.write_id!r} works inside foreachBatch of a "
+                    "streaming query only (it pairs the query's id and batch id with it); "
+                    "remove it from this batch write.")
+            query, batch = f"{streaming_query}:{self.opts.write_id}", streaming_batch
+        return write_partition(self.opts, self.plan, query, batch, ctx.partitionId(), iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         msgs = _messages(messages)
+        if self.opts.write_id is not None and msgs:
+            _summary(msgs, f"write {self.opts.write_id!r} of batch {msgs[0].batch}")
+            if self.opts.idempotent:
+                self._commit_markers(msgs[0].query, int(msgs[0].batch), msgs)
+            return
         _summary(msgs, "write")
         self._delete_markers(sorted({k for m in msgs for k in m.markers}))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         msgs = _messages(messages)
         _summary(msgs, "aborted write")
-        self._delete_markers(sorted({k for m in msgs for k in m.markers}))
+        if self.opts.write_id is None:  # a one-off write is never replayed under its id
+            self._delete_markers(sorted({k for m in msgs for k in m.markers}))
+
+
+def _streaming_ids(ctx: Any) -> tuple[str | None, str | None]:
+    return ctx.getLocalProperty(_QUERY_ID), ctx.getLocalProperty(_BATCH_ID)
 
 
 def refuse_overwrite() -> ConfigError:

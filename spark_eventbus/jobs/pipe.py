@@ -1,4 +1,5 @@
-"""The pipe job: Redis streams → (JSON parsing) → parquet / JSON / console, with dead letters.
+"""The pipe job: Redis streams → (JSON parsing) → parquet / JSON / console / another Redis
+stream, with dead letters.
 
 Runs from a checkout as::
 
@@ -26,7 +27,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-SINK_FORMATS = ("parquet", "json", "console")
+SINK_FORMATS = ("parquet", "json", "console", "eventbus")
 
 
 class PipeConfigError(ValueError):
@@ -74,14 +75,20 @@ def load_config(path: str | Path) -> PipeConfig:
     source["ackMode"] = "manual"
     sink = _table(doc, "sink")
     fmt = str(sink.get("format", "parquet")).lower()
-    if fmt == "eventbus":
-        raise PipeConfigError("[sink] format 'eventbus' needs the eventbus sink, which is not "
-                              "built yet (issue 4); use parquet, json or console")
     if fmt not in SINK_FORMATS:
         raise PipeConfigError(f"[sink] format {fmt!r} is not supported: use one of "
                               f"{', '.join(SINK_FORMATS)}")
     out_path = sink.get("path")
-    if fmt != "console" and not out_path:
+    sink_options = {k: str(v) for k, v in _table(sink, "options").items()}
+    if fmt == "eventbus":
+        if out_path:
+            raise PipeConfigError("[sink] format 'eventbus' takes no 'path': name the target "
+                                  "in [sink.options] stream")
+        # The target Redis defaults to the source's.
+        for key in ("url", "password"):
+            if key in source:
+                sink_options.setdefault(key, source[key])
+    elif fmt != "console" and not out_path:
         raise PipeConfigError(f"[sink] format {fmt!r} needs 'path'")
     query = _table(doc, "query")
     checkpoint = query.get("checkpoint")
@@ -89,12 +96,12 @@ def load_config(path: str | Path) -> PipeConfig:
         raise PipeConfigError("[query] needs 'checkpoint': where Spark keeps the query's "
                               "progress (a directory)")
     dlq = _table(doc, "dead_letter")
-    select = sink.get("select", [])
+    select = sink.get("select", ["fields"] if fmt == "eventbus" else [])
     if not isinstance(select, list):
         raise PipeConfigError("[sink] select must be a list of SQL expressions")
     return PipeConfig(
         source=source, sink_format=fmt, sink_path=str(out_path) if out_path else None,
-        sink_options={k: str(v) for k, v in _table(sink, "options").items()},
+        sink_options=sink_options,
         dead_letter_stream=dlq.get("stream"), is_valid=dlq.get("is_valid"),
         checkpoint=str(checkpoint), trigger=str(query.get("trigger", "availableNow")),
         select=tuple(str(s) for s in select),
@@ -114,6 +121,12 @@ def build_query(spark: Any, cfg: PipeConfig) -> Any:
         out = batch.selectExpr(*cfg.select) if cfg.select else batch
         if cfg.sink_format == "console":
             out.show(20, truncate=False)
+            return
+        if cfg.sink_format == "eventbus":
+            # writeId: with the query's id and batch id (from Spark) it makes a replayed batch
+            # write nothing twice, so the pipe is exactly-once into Redis.
+            out.write.format("eventbus").mode("append").options(**cfg.sink_options) \
+                .option("writeId", "pipe").save()
             return
         out.write.format(cfg.sink_format).mode("append").options(**cfg.sink_options) \
             .save(cfg.sink_path)
@@ -151,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     rows = sum(p["numInputRows"] for p in query.recentProgress)
     print(json.dumps({"rows_read": rows, "batches": len(query.recentProgress),
-                      "output": cfg.sink_path or "console"}))
+                      "output": cfg.sink_path or cfg.sink_options.get("stream")
+                      or cfg.sink_format}))
     return 0
 
 

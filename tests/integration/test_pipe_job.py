@@ -55,3 +55,44 @@ checkpoint = "{chk}"
     assert sorted(written) == sorted(set(ids) - bad)
     assert r.xlen(names["dlq"]) == len(bad)
     assert pending(r, names["stream"], names["group"]) == 0
+
+
+def test_pipe_job_into_an_eventbus_stream_is_exactly_once(spark, redis_server, names, tmp_path):
+    """The pipe with the eventbus output; the last batch is replayed (its commit is removed
+    from the checkpoint, as if the driver died after writing it): nothing is written twice."""
+    from spark_eventbus.jobs.pipe import build_query, load_config
+
+    r = redis_server.client()
+    ids = produce(r, names["stream"], 3_000)
+    target, chk = names["stream"] + ":out", tmp_path / "chk"
+    config = tmp_path / "pipe.toml"
+    config.write_text(f"""
+[source]
+url = "{redis_server.url}"
+stream = "{names['stream']}"
+group = "{names['group']}"
+startingPosition = "earliest"
+maxEntriesPerTrigger = 1000
+
+[sink]
+format = "eventbus"
+select = ["map_concat(fields, map('src', id)) AS fields"]
+options = {{ stream = "{target}" }}
+
+[query]
+checkpoint = "{chk}"
+""")
+    cfg = load_config(config)
+    q = build_query(spark, cfg)
+    q.awaitTermination(300)
+    assert q.exception() is None, q.exception()
+    assert r.xlen(target) == 3_000
+    last = max(int(p.name) for p in (chk / "commits").iterdir() if p.name.isdigit())
+    for f in (f"{last}", f".{last}.crc"):  # the driver "died" before logging the commit
+        (chk / "commits" / f).unlink(missing_ok=True)
+    q = build_query(spark, cfg)
+    q.awaitTermination(300)
+    assert q.exception() is None, q.exception()
+    assert sum(p["numInputRows"] for p in q.recentProgress) == 1_000  # batch replayed
+    copied = [f[b"src"].decode() for _, f in r.xrange(target)]
+    assert sorted(copied) == sorted(ids)  # the replayed batch added nothing

@@ -373,3 +373,11 @@ def test_batch_write_of_a_static_dataframe(spark, redis_server, names):
     assert got[7] == {b"id": b"7", b"name": b"name-7", b"raw": bytes([7])}
     assert len(got) == 500
     assert _sink_keys(redis_server.client(), names["stream"]) == []  # markers are gone
+
+
+def test_write_id_outside_foreach_batch_is_refused(spark, redis_server, names):
+    df = spark.range(3).select(F.col("id").cast("string").alias("n"))
+    with pytest.raises(Exception, match="option 'writeId' = 'w' works inside foreachBatch"):
+        df.write.format("eventbus").option("url", redis_server.url) \
+            .option("stream", names["stream"]).option("writeId", "w").mode("append").save()
+    assert redis_server.client().exists(names["stream"]) == 0

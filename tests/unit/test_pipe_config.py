@@ -27,7 +27,7 @@ def test_the_example_config_is_valid():
 
 @pytest.mark.parametrize(("text", "message"), [
     (GOOD.replace('stream = "orders"\n', ""), "needs 'stream' and 'group'"),
-    (GOOD.replace('format = "json"', 'format = "eventbus"'), "not built yet"),
+    (GOOD.replace('format = "json"', 'format = "eventbus"'), "takes no 'path'"),
     (GOOD.replace('format = "json"', 'format = "csv"'), "is not supported"),
     (GOOD.replace('path = "/tmp/x"\n', ""), "needs 'path'"),
     (GOOD.replace('checkpoint = "/tmp/chk"\n', ""), "needs 'checkpoint'"),
@@ -39,6 +39,16 @@ def test_invalid_configs_name_the_key_and_the_fix(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(PipeConfigError, match=message):
         load_config(path)
+
+
+def test_eventbus_output_defaults_to_the_source_redis_and_the_fields_map(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(GOOD.replace('format = "json"\npath = "/tmp/x"',
+                                 'format = "eventbus"\noptions = { stream = "out" }')
+                    .replace('group = "pipe"', 'group = "pipe"\nurl = "redis://h:1/2"'))
+    cfg = load_config(path)
+    assert cfg.sink_options == {"stream": "out", "url": "redis://h:1/2"}
+    assert cfg.select == ("fields",) and cfg.sink_path is None
 
 
 def test_main_reports_a_bad_config_in_one_line(tmp_path, capsys):

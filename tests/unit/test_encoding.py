@@ -1,0 +1,148 @@
+"""The sink's encoding rules: schema checks, field mapping, rejects, deterministic chunking."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import types as T
+
+from spark_eventbus import ConfigError
+from spark_eventbus.encoding import (
+    Chunker,
+    Run,
+    chunk_args,
+    dead_letter_run,
+    encode_batch,
+    plan_encoding,
+)
+
+S = T.StringType()
+
+
+def _schema(**cols: T.DataType) -> T.StructType:
+    return T.StructType([T.StructField(k, v) for k, v in cols.items()])
+
+
+def _entries(plan, rb, **kw):  # type: ignore[no-untyped-def]
+    enc = encode_batch(plan, rb, default_stream=kw.pop("stream", "o"),
+                       max_payload_bytes=kw.pop("max_payload_bytes", 1 << 20))
+    rows = []
+    for stream, run in enc.runs:
+        for i in range(run.rows):
+            rows.append((stream, dict(zip(run.names, (c[i] for c in run.columns), strict=True))))
+    return rows, enc.rejects
+
+
+@pytest.mark.parametrize(("schema", "option", "message"), [
+    (_schema(n=S), None, "no target stream: set option 'stream'"),
+    (_schema(stream=S, n=S), "x", "both a 'stream' column and option 'stream' = 'x'"),
+    (_schema(stream=T.LongType(), n=S), None, "column 'stream' has type bigint"),
+    (_schema(d=T.DayTimeIntervalType()), "o", "column 'd' has type interval day to second"),
+    (_schema(s=T.StructType([T.StructField("y", T.YearMonthIntervalType())])), "o",
+     "column 's' has type struct<y:interval year to month>"),
+    (_schema(fields=T.MapType(T.LongType(), S)), "o", "column 'fields' has type map<bigint"),
+    (_schema(fields=T.MapType(S, T.ArrayType(S))), "o", "must be a map of string keys"),
+    (_schema(stream=S), None, "no column to write besides 'stream'"),
+])
+def test_schema_errors_name_the_column_and_the_rule(schema, option, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        plan_encoding(schema, stream_option=option)
+
+
+def test_columns_map_to_text_bytes_and_json():
+    ts = dt.datetime(2026, 5, 6, 7, 8, 9, 120000, tzinfo=dt.timezone.utc)
+    rb = pa.record_batch({
+        "s": ["é", ""], "b": [b"\x00\xff", b""], "i": pa.array([1, -2], pa.int16()),
+        "f": [0.1, float("nan")], "inf": [float("inf"), float("-inf")],
+        "dec": pa.array([Decimal("1.20"), Decimal("-3.00")], pa.decimal128(5, 2)),
+        "ok": [True, False], "day": [dt.date(2026, 1, 2), dt.date(1999, 12, 31)],
+        "ts": pa.array([ts, ts], pa.timestamp("us", tz="America/New_York")),
+        "ntz": pa.array([dt.datetime(2026, 1, 1, 1, 2, 3)] * 2, pa.timestamp("us")),
+        "st": pa.array([{"a": 1, "raw": b"\x01", "m": [("k", 2)]},
+                        {"a": None, "raw": None, "m": []}],
+                       pa.struct([("a", pa.int64()), ("raw", pa.binary()),
+                                  ("m", pa.map_(pa.string(), pa.int64()))])),
+    })
+    schema = _schema(s=S, b=T.BinaryType(), i=T.ShortType(), f=T.DoubleType(),
+                     inf=T.DoubleType(), dec=T.DecimalType(5, 2), ok=T.BooleanType(),
+                     day=T.DateType(), ts=T.TimestampType(), ntz=T.TimestampNTZType(),
+                     st=T.StructType([T.StructField("a", T.LongType()),
+                                      T.StructField("raw", T.BinaryType()),
+                                      T.StructField("m", T.MapType(S, T.LongType()))]))
+    rows, rejects = _entries(plan_encoding(schema, stream_option="o"), rb)
+    assert rejects == []
+    first, second = rows[0][1], rows[1][1]
+    assert (first["s"], first["b"], first["i"], first["f"]) == ("é", b"\x00\xff", "1", "0.1")
+    assert (second["s"], second["b"], second["i"], second["f"]) == ("", b"", "-2", "NaN")
+    assert (first["inf"], second["inf"]) == ("Infinity", "-Infinity")
+    assert (first["dec"], first["ok"], second["ok"]) == ("1.20", "true", "false")
+    assert (first["day"], second["day"]) == ("2026-01-02", "1999-12-31")
+    assert first["ts"] == "2026-05-06T07:08:09.120000Z"  # UTC whatever the session zone
+    assert first["ntz"] == "2026-01-01T01:02:03.000000"
+    assert json.loads(first["st"]) == {"a": 1, "raw": "AQ==", "m": {"k": 2}}
+    assert json.loads(second["st"]) == {"a": None, "raw": None, "m": {}}
+
+
+def test_null_columns_are_left_out_and_rows_keep_their_order():
+    rb = pa.record_batch({"a": ["1", None, "3", None], "b": ["x", "y", None, None]})
+    rows, rejects = _entries(plan_encoding(_schema(a=S, b=S), stream_option="o"), rb)
+    assert rows == [("o", {"a": "1", "b": "x"}), ("o", {"b": "y"}), ("o", {"a": "3"})]
+    assert [(r.row, r.rule, r.column) for r in rejects] == [(3, "no fields", None)]
+
+
+def test_rejects_carry_the_rule_the_column_and_what_could_be_encoded():
+    rb = pa.record_batch({"stream": ["s1", None, "s2", "s1"], "k": ["a", "b", "c", "d"],
+                          "big": ["x", "y", "z" * 100, "w"],
+                          "arr": pa.array([[1.0], [2.0], [3.0], [float("nan")]])})
+    schema = _schema(stream=S, k=S, big=S, arr=T.ArrayType(T.DoubleType()))
+    rows, rejects = _entries(plan_encoding(schema, stream_option=None), rb, stream=None,
+                             max_payload_bytes=50)
+    assert [(s, e["k"]) for s, e in rows] == [("s1", "a")]
+    got = [(r.row, r.rule, r.column, r.stream) for r in rejects]
+    assert got == [(1, "no target stream", "stream", None), (2, "maxPayloadBytes", "big", "s2"),
+                   (3, "unsupported value", "arr", "s1")]
+    assert dict(rejects[1].fields)["big"] == "z" * 100  # dead letters keep the data
+    dl = dead_letter_run(rejects[1], [("dlq.sink.batch", "7")])
+    assert dict(zip(dl.names, (c[0] for c in dl.columns), strict=True))["dlq.reason"].startswith(
+        "entry of 113 bytes is over maxPayloadBytes=50")
+    assert dl.names[-4:] == ("dlq.reason", "dlq.column", "dlq.target.stream", "dlq.sink.batch")
+
+
+def test_fields_map_mode():
+    rb = pa.record_batch({"fields": pa.array(
+        [[("a", b"1"), ("b", b"")], None, [], [("", b"x")], [("z", None)]],
+        pa.map_(pa.string(), pa.binary())), "other": ["p", "q", "r", "s", "t"]})
+    schema = _schema(fields=T.MapType(S, T.BinaryType()), other=S)
+    rows, rejects = _entries(plan_encoding(schema, stream_option="o"), rb)
+    assert rows == [("o", {"a": b"1", "b": b""})]  # 'other' is not written
+    assert [r.rule for r in rejects] == ["no fields", "no fields", "empty field name",
+                                         "null field"]
+
+
+def _chunks(slices: list[int], size: int) -> list[tuple[str, int, list[str]]]:
+    chunker, out, n = Chunker(size), [], 0
+    for k in slices:
+        run = Run(("n",), [[str(i) for i in range(n, n + k)]], k)
+        n += k
+        for c in chunker.add("s", run):
+            out.append((c.stream, c.index, [v for r in c.runs for v in r.columns[0]]))
+    for c in chunker.flush():
+        out.append((c.stream, c.index, [v for r in c.runs for v in r.columns[0]]))
+    return out
+
+
+def test_chunks_do_not_depend_on_how_the_input_was_sliced():
+    a = _chunks([10], 4)
+    assert a == _chunks([3, 3, 4], 4) == _chunks([1] * 10, 4) == _chunks([7, 0, 3], 4)
+    assert [(i, len(v)) for _, i, v in a] == [(0, 4), (1, 4), (2, 2)]
+
+
+def test_chunk_args_interleave_runs_row_major():
+    chunk = next(iter(Chunker(3).add("s", Run(("a", "b"), [["1", "2", "3"], ["x", "y", "z"]],
+                                              3))))
+    assert chunk_args(chunk) == [2, 3, "a", "b", "1", "x", "2", "y", "3", "z"]
