@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -125,8 +126,8 @@ def _vmhwm_kb(pid: int) -> int:
     return 0
 
 
-def run_reader(port: int, group: str, max_entries: int, n: int) -> dict[str, float]:
-    """Driver process of one reader measurement (``bench.py reader ...``)."""
+def _spark() -> Any:
+    """The measuring driver's session: local[2], quiet logs, workers on this Python."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -136,14 +137,39 @@ def run_reader(port: int, group: str, max_entries: int, n: int) -> dict[str, flo
                      f"-Dlog4j2.configurationFile=file:{ROOT / 'conf' / 'log4j2.properties'}")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    peak = {"kb": 0}
-    stop = threading.Event()
+    return spark
 
-    def sample() -> None:
-        while not stop.is_set():
+
+class WorkerPeakRss:
+    """Samples the Python workers' peak RSS (VmHWM) while the ``with`` block runs."""
+
+    def __init__(self) -> None:
+        self.kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
             for pid in _worker_pids():
-                peak["kb"] = max(peak["kb"], _vmhwm_kb(pid))
+                self.kb = max(self.kb, _vmhwm_kb(pid))
             time.sleep(0.2)
+
+    def __enter__(self) -> WorkerPeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def mb(self) -> float:
+        return self.kb / 1024
+
+
+def run_reader(port: int, group: str, max_entries: int, n: int) -> dict[str, float]:
+    """Driver process of one reader measurement (``bench.py reader ...``)."""
+    spark = _spark()
 
     def run(stream: str, group: str) -> tuple[float, object]:
         df = (spark.readStream.format("eventbus").option("url", f"redis://127.0.0.1:{port}/0")
@@ -161,11 +187,8 @@ def run_reader(port: int, group: str, max_entries: int, n: int) -> dict[str, flo
     # Warm-up on another stream: Python worker start-up, imports and JVM JIT happen once per
     # application, not per batch; the baseline runs in a warm Python process too.
     cold, _ = run(WARMUP, f"warmup-{group}")
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    elapsed, q = run(STREAM, group)
-    stop.set()
-    sampler.join()
+    with WorkerPeakRss() as peak:
+        elapsed, q = run(STREAM, group)
     if q.exception() is not None:
         raise SystemExit(f"reader query failed: {q.exception()}")
     rows = sum(p["numInputRows"] for p in q.recentProgress)
@@ -173,7 +196,7 @@ def run_reader(port: int, group: str, max_entries: int, n: int) -> dict[str, flo
     spark.stop()
     return {"rows": rows, "seconds": elapsed, "rows_per_s": rows / elapsed,
             "batch_seconds": in_batches, "batch_rows_per_s": rows / in_batches,
-            "worker_peak_rss_mb": peak["kb"] / 1024, "batches": len(q.recentProgress),
+            "worker_peak_rss_mb": peak.mb, "batches": len(q.recentProgress),
             "warmup_seconds": cold}
 
 
@@ -202,15 +225,7 @@ def sink_baseline(r: redis.Redis, table: pa.Table, stream: str) -> float:
 def run_sink(port: int, src: str, warmup_src: str, stream: str, idempotent: bool
              ) -> dict[str, float]:
     """Driver process of one sink measurement (``bench.py sink ...``)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-             .config("spark.driver.memory", "4g")
-             .config("spark.driver.extraJavaOptions",
-                     f"-Dlog4j2.configurationFile=file:{ROOT / 'conf' / 'log4j2.properties'}")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = _spark()
     url = f"redis://127.0.0.1:{port}/0"
 
     def write(path: str, target: str) -> tuple[float, int]:
@@ -220,25 +235,13 @@ def run_sink(port: int, src: str, warmup_src: str, stream: str, idempotent: bool
          .option("idempotent", str(idempotent).lower()).mode("append").save())
         return time.perf_counter() - start, df.rdd.getNumPartitions()
 
-    peak = {"kb": 0}
-    stop = threading.Event()
-
-    def sample() -> None:
-        while not stop.is_set():
-            for pid in _worker_pids():
-                peak["kb"] = max(peak["kb"], _vmhwm_kb(pid))
-            time.sleep(0.2)
-
     write(warmup_src, stream + ":warmup")
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    elapsed, parts = write(src, stream)
-    stop.set()
-    sampler.join()
+    with WorkerPeakRss() as peak:
+        elapsed, parts = write(src, stream)
     rows = spark.read.parquet(src).count()
     spark.stop()
     return {"rows": rows, "seconds": elapsed, "rows_per_s": rows / elapsed,
-            "partitions": parts, "worker_peak_rss_mb": peak["kb"] / 1024}
+            "partitions": parts, "worker_peak_rss_mb": peak.mb}
 
 
 def sink_subprocess(port: int, src: Path, warmup: Path, stream: str, idempotent: bool

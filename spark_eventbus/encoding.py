@@ -167,10 +167,12 @@ class Run:
     names: tuple[str, ...]
     columns: list[list[Any]]  # one list per name, ``rows`` long; values are str or bytes
     rows: int
+    sizes: np.ndarray  # bytes of each row's entry (names + values), for chunk byte limits
 
     def split(self, at: int) -> tuple[Run, Run]:
-        return (Run(self.names, [c[:at] for c in self.columns], at),
-                Run(self.names, [c[at:] for c in self.columns], self.rows - at))
+        return (Run(self.names, [c[:at] for c in self.columns], at, self.sizes[:at]),
+                Run(self.names, [c[at:] for c in self.columns], self.rows - at,
+                    self.sizes[at:]))
 
 
 @dataclass
@@ -380,14 +382,14 @@ def encode_batch(plan: EncodingPlan, rb: pa.RecordBatch, *, default_stream: str 
     for stream, rows in _route(stream_values, default_stream, ok):
         values = [a.take(pa.array(rows)).to_pylist() if len(rows) != n else a.to_pylist()
                   for a in encoded]
-        pat = pattern[rows]
+        pat, row_sizes = pattern[rows], sizes[rows]
         bounds = np.flatnonzero(np.diff(pat)) + 1
         starts = [0, *bounds.tolist()]
         ends = [*bounds.tolist(), len(rows)]
         for s, e in zip(starts, ends, strict=True):
             keep = [j for j in range(len(names)) if present[j, rows[s]]]
             runs.append((stream, Run(tuple(names[j] for j in keep),
-                                     [values[j][s:e] for j in keep], e - s)))
+                                     [values[j][s:e] for j in keep], e - s, row_sizes[s:e])))
     return EncodedBatch(runs, sorted(rejects.values(), key=lambda r: r.row), n)
 
 
@@ -438,6 +440,7 @@ def _encode_fields_map(plan: EncodingPlan, rb: pa.RecordBatch,
         lo, hi = offsets[i], offsets[i + 1]
         stream = _target(stream_values, default_stream, i)
         pairs = list(zip(keys[lo:hi], vals[lo:hi], strict=True)) if valid[i] else []
+        size = int(key_len[hi] - key_len[lo] + val_len[hi] - val_len[lo])
         rule = reason = ""
         if i in rejects:
             pass
@@ -451,19 +454,18 @@ def _encode_fields_map(plan: EncodingPlan, rb: pa.RecordBatch,
         elif any(v is None for _, v in pairs):
             bad = next(k for k, v in pairs if v is None)
             rule, reason = "null field", f"fields[{bad!r}] is null: Redis has no null value"
-        else:
-            size = int(key_len[hi] - key_len[lo] + val_len[hi] - val_len[lo])
-            if size > max_payload_bytes:
-                rule, reason = "maxPayloadBytes", (
-                    f"entry of {size:,} bytes is over maxPayloadBytes={max_payload_bytes:,} "
-                    "(field names + values)")
+        elif size > max_payload_bytes:
+            rule, reason = "maxPayloadBytes", (
+                f"entry of {size:,} bytes is over maxPayloadBytes={max_payload_bytes:,} "
+                "(field names + values)")
         if i in rejects or reason:
             rej = rejects.get(i) or Reject(first_row + i, rule, reason, FIELDS_COLUMN, stream)
             rej.fields = [(k, v) for k, v in pairs if k and v is not None]
             rejects[i] = rej
             continue
         assert stream is not None
-        runs.append((stream, Run(tuple(k for k, _ in pairs), [[v] for _, v in pairs], 1)))
+        runs.append((stream, Run(tuple(k for k, _ in pairs), [[v] for _, v in pairs], 1,
+                                 np.array([size], dtype=np.int64))))
     return runs, sorted(rejects.values(), key=lambda r: r.row)
 
 
@@ -481,31 +483,43 @@ class Chunk:
 
 
 class Chunker:
-    """Cuts each stream's rows into chunks of exactly ``size`` rows (the last one shorter).
+    """Cuts each stream's rows into chunks of ``size`` rows and at most ``max_bytes`` bytes
+    (a single larger row makes a chunk of its own); the last chunk of a stream is shorter.
 
     Chunk boundaries depend only on the sequence of rows per stream, never on how Spark sliced
     the input into Arrow batches, so a retried task recreates the same chunks.
     """
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, max_bytes: int = 8 * 1024 * 1024) -> None:
         self.size = size
+        self.max_bytes = max_bytes
         self._pending: dict[str, list[Run]] = {}
         self._count: dict[str, int] = {}
+        self._bytes: dict[str, int] = {}
         self._next: dict[str, int] = {}
 
     def add(self, stream: str, run: Run) -> Iterator[Chunk]:
         pending = self._pending.setdefault(stream, [])
-        count = self._count.get(stream, 0)
+        count, nbytes = self._count.get(stream, 0), self._bytes.get(stream, 0)
         while run.rows:
-            take = min(run.rows, self.size - count)
-            head, run = run.split(take) if take < run.rows else (run, Run(run.names, [], 0))
-            pending.append(head)
-            count += take
-            if count == self.size:
+            cum = np.cumsum(run.sizes)
+            fit = int(np.searchsorted(cum, self.max_bytes - nbytes, side="right"))
+            take = min(run.rows, self.size - count, fit)
+            if take == 0 and count:  # the next row would overflow the chunk's bytes
                 yield self._emit(stream, pending, count)
                 pending = self._pending[stream] = []
-                count = 0
-        self._count[stream] = count
+                count = nbytes = 0
+                continue
+            take = max(take, 1)  # a row larger than max_bytes travels alone
+            head, run = run.split(take) if take < run.rows else (run, run.split(run.rows)[1])
+            pending.append(head)
+            count += take
+            nbytes += int(cum[take - 1])
+            if count == self.size or run.rows:
+                yield self._emit(stream, pending, count)
+                pending = self._pending[stream] = []
+                count = nbytes = 0
+        self._count[stream], self._bytes[stream] = count, nbytes
 
     def flush(self) -> Iterator[Chunk]:
         for stream, pending in self._pending.items():
@@ -513,6 +527,7 @@ class Chunker:
                 yield self._emit(stream, pending, self._count[stream])
         self._pending.clear()
         self._count.clear()
+        self._bytes.clear()
 
     def _emit(self, stream: str, runs: list[Run], rows: int) -> Chunk:
         index = self._next.get(stream, 0)
@@ -542,7 +557,10 @@ def dead_letter_run(reject: Reject, extra: list[tuple[str, str]]) -> Run:
     if reject.stream is not None:
         pairs.append(("dlq.target.stream", reject.stream))
     pairs += extra
-    return Run(tuple(k for k, _ in pairs), [[v] for _, v in pairs], 1)
+    size = sum(len(k.encode()) + len(v if isinstance(v, bytes) else str(v).encode())
+               for k, v in pairs)
+    return Run(tuple(k for k, _ in pairs), [[v] for _, v in pairs], 1,
+               np.array([size], dtype=np.int64))
 
 
 __all__ = ["Chunk", "Chunker", "EncodingPlan", "Reject", "Run", "chunk_args", "encode_batch",

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import random
+import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -89,3 +93,26 @@ def latest_offsets(q: StreamingQuery) -> list[dict[str, Any]]:
         if raw:
             out.append(json.loads(raw) if isinstance(raw, str) else raw)
     return out
+
+
+def committed_batches(chk: Path) -> int:
+    """How many batches a query's checkpoint has committed (files in ``commits/``)."""
+    d = chk / "commits"
+    return sum(1 for p in d.iterdir() if p.name.isdigit()) if d.exists() else 0
+
+
+def kill_and_restart(base: list[str], chk: Path, logs: Path, times: int, seed: int) -> None:
+    """Run the query ``base`` as its own driver process ``times`` times; each run is killed
+    with SIGKILL (driver and JVM) at a random moment after it committed two more batches."""
+    rng = random.Random(seed)
+    for run in range(times):
+        before = committed_batches(chk)
+        log_path = logs / f"run{run}.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(base, stdout=log, stderr=log, start_new_session=True)
+            wait_for(lambda p=proc, n=before: committed_batches(chk) >= n + 2
+                     or p.poll() is not None, 240, "the query to commit two batches")
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            time.sleep(rng.uniform(0.0, 0.6))  # land the kill anywhere inside a batch
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-import random
-import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -25,6 +21,7 @@ from spark_eventbus.reader import EventBusStreamReader
 from tests.integration.helpers import (
     checkpoint,
     ids_of,
+    kill_and_restart,
     pending,
     produce,
     run_available_now,
@@ -36,11 +33,6 @@ pytestmark = pytest.mark.integration
 JOB = Path(__file__).parent / "jobs" / "consume.py"
 
 
-def _commits(chk: Path) -> int:
-    d = chk / "commits"
-    return sum(1 for p in d.iterdir() if p.name.isdigit()) if d.exists() else 0
-
-
 def test_driver_sigkill_and_restart_loses_nothing(redis_server, names, tmp_path):
     r = redis_server.client()
     produced = produce(r, names["stream"], 20_000)
@@ -49,19 +41,8 @@ def test_driver_sigkill_and_restart_loses_nothing(redis_server, names, tmp_path)
     base = [sys.executable, str(JOB), "--url", redis_server.url, "--stream", names["stream"],
             "--group", names["group"], "--checkpoint", str(chk), "--out", str(out),
             "--max-entries", str(max_entries)]
-    kills = 0
-    rng = random.Random(7)
-    for _ in range(3):
-        before = _commits(chk)
-        with open(tmp_path / f"run{kills}.log", "wb") as log:
-            proc = subprocess.Popen(base, stdout=log, stderr=log, start_new_session=True)
-            wait_for(lambda p=proc, n=before: _commits(chk) >= n + 2 or p.poll() is not None,
-                     240, "the query to commit two batches")
-            assert proc.poll() is None, (tmp_path / f"run{kills}.log").read_text()[-3000:]
-            time.sleep(rng.uniform(0.0, 0.6))  # land the kill anywhere inside a batch
-            os.killpg(proc.pid, signal.SIGKILL)  # the Python driver and its JVM
-            proc.wait(30)
-            kills += 1
+    kills = 3
+    kill_and_restart(base, chk, tmp_path, kills, seed=7)
     final = subprocess.run([*base, "--available-now"], capture_output=True, timeout=600)
     assert final.returncode == 0, final.stderr.decode()[-3000:]
     got = pq.read_table(out).column("id").to_pylist()

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -23,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_eventbus import ConfigError, NotAStreamError, UnwritableRowError
-from tests.integration.helpers import checkpoint, produce, stream_df, wait_for
+from tests.integration.helpers import checkpoint, kill_and_restart, produce, stream_df
 
 pytestmark = pytest.mark.integration
 JOB = Path(__file__).parent / "jobs" / "copy_stream.py"
@@ -158,11 +156,6 @@ def test_target_stream_errors_come_before_any_task(spark, redis_server, names):
 # -- 3. exactly once across driver crashes -------------------------------------------------------
 
 
-def _commits(chk: Path) -> int:
-    d = chk / "commits"
-    return sum(1 for p in d.iterdir() if p.name.isdigit()) if d.exists() else 0
-
-
 def test_driver_sigkill_and_restart_writes_every_row_exactly_once(redis_server, names, tmp_path):
     r = redis_server.client()
     produced = produce(r, names["stream"], 20_000)
@@ -171,18 +164,7 @@ def test_driver_sigkill_and_restart_writes_every_row_exactly_once(redis_server, 
     base = [sys.executable, str(JOB), "--url", redis_server.url, "--source", names["stream"],
             "--group", names["group"], "--target", target, "--checkpoint", str(chk),
             "--max-entries", "1000"]
-    rng = random.Random(11)
-    for run in range(3):
-        before = _commits(chk)
-        log_path = tmp_path / f"run{run}.log"
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(base, stdout=log, stderr=log, start_new_session=True)
-            wait_for(lambda p=proc, n=before: _commits(chk) >= n + 2 or p.poll() is not None,
-                     240, "the copy query to commit two batches")
-            assert proc.poll() is None, log_path.read_text()[-3000:]
-            time.sleep(rng.uniform(0.0, 0.6))  # land the kill anywhere inside a batch
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
+    kill_and_restart(base, chk, tmp_path, 3, seed=11)
     final = subprocess.run([*base, "--available-now"], capture_output=True, timeout=600)
     assert final.returncode == 0, final.stderr.decode()[-3000:]
     copied = Counter(e[b"src"].decode() for e in _entries(r, target))

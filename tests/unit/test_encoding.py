@@ -7,6 +7,7 @@ import json
 import re
 from decimal import Decimal
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
@@ -124,10 +125,18 @@ def test_fields_map_mode():
                                          "null field"]
 
 
-def _chunks(slices: list[int], size: int) -> list[tuple[str, int, list[str]]]:
-    chunker, out, n = Chunker(size), [], 0
+def _run(names: tuple[str, ...], columns: list[list[str]], sizes: list[int] | None = None
+         ) -> Run:
+    rows = len(columns[0])
+    return Run(names, columns, rows, np.array(sizes or [10] * rows, dtype=np.int64))
+
+
+def _chunks(slices: list[int], size: int, max_bytes: int = 1 << 20,
+            sizes: list[int] | None = None) -> list[tuple[str, int, list[str]]]:
+    chunker, out, n = Chunker(size, max_bytes), [], 0
     for k in slices:
-        run = Run(("n",), [[str(i) for i in range(n, n + k)]], k)
+        run = _run(("n",), [[str(i) for i in range(n, n + k)]],
+                   sizes[n:n + k] if sizes else None)
         n += k
         for c in chunker.add("s", run):
             out.append((c.stream, c.index, [v for r in c.runs for v in r.columns[0]]))
@@ -142,7 +151,13 @@ def test_chunks_do_not_depend_on_how_the_input_was_sliced():
     assert [(i, len(v)) for _, i, v in a] == [(0, 4), (1, 4), (2, 2)]
 
 
+def test_chunks_are_bounded_in_bytes_too_and_a_huge_row_travels_alone():
+    sizes = [10, 10, 10, 100, 10, 10, 10, 10]
+    for slices in ([8], [1] * 8, [3, 5]):
+        got = [v for _, _, v in _chunks(slices, 5, max_bytes=35, sizes=sizes)]
+        assert got == [["0", "1", "2"], ["3"], ["4", "5", "6"], ["7"]]
+
+
 def test_chunk_args_interleave_runs_row_major():
-    chunk = next(iter(Chunker(3).add("s", Run(("a", "b"), [["1", "2", "3"], ["x", "y", "z"]],
-                                              3))))
+    chunk = next(iter(Chunker(3).add("s", _run(("a", "b"), [["1", "2", "3"], ["x", "y", "z"]]))))
     assert chunk_args(chunk) == [2, 3, "a", "b", "1", "x", "2", "y", "3", "z"]

@@ -7,16 +7,10 @@ duplicates: the at-least-once bound is visible, not hidden by an exactly-once si
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-from pathlib import Path
 
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-
-from pyspark.sql import DataFrame, SparkSession
+from _session import events, run, session
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def main() -> None:
@@ -26,27 +20,14 @@ def main() -> None:
     ap.add_argument("--max-entries", default="1000")
     ap.add_argument("--available-now", action="store_true")
     args = ap.parse_args()
-    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.driver.extraJavaOptions",
-                     f"-Dlog4j2.configurationFile=file:{ROOT / 'conf' / 'log4j2.properties'}")
-             .getOrCreate())
-    df = (spark.readStream.format("eventbus").option("url", args.url)
-          .option("stream", args.stream).option("group", args.group)
-          .option("startingPosition", "earliest")
-          .option("maxEntriesPerTrigger", args.max_entries).load())
+    df = events(session(), args.url, args.stream, args.group, args.max_entries)
 
     def write(batch: DataFrame, batch_id: int) -> None:
         batch.select("id").withColumn("batch", F.lit(batch_id)).write.mode("append") \
             .parquet(args.out)
 
-    writer = df.writeStream.foreachBatch(write).option("checkpointLocation", args.checkpoint)
-    writer = (writer.trigger(availableNow=True) if args.available_now
-              else writer.trigger(processingTime="200 milliseconds"))
-    q = writer.start()
-    q.awaitTermination()
-    if q.exception() is not None:
-        raise SystemExit(f"query failed: {q.exception()}")
+    run(df.writeStream.foreachBatch(write).option("checkpointLocation", args.checkpoint),
+        args.available_now)
 
 
 if __name__ == "__main__":

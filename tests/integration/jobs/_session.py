@@ -1,0 +1,39 @@
+"""What the driver-process jobs share: the session and the eventbus source of the test."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def session() -> Any:
+    from pyspark.sql import SparkSession
+
+    return (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.driver.extraJavaOptions",
+                    f"-Dlog4j2.configurationFile=file:{ROOT / 'conf' / 'log4j2.properties'}")
+            .getOrCreate())
+
+
+def events(spark: Any, url: str, stream: str, group: str, max_entries: str) -> Any:
+    return (spark.readStream.format("eventbus").option("url", url)
+            .option("stream", stream).option("group", group)
+            .option("startingPosition", "earliest")
+            .option("maxEntriesPerTrigger", max_entries).load())
+
+
+def run(writer: Any, available_now: bool) -> None:
+    """Start ``writer`` (a DataStreamWriter) and wait; exit non-zero if the query fails."""
+    writer = (writer.trigger(availableNow=True) if available_now
+              else writer.trigger(processingTime="200 milliseconds"))
+    q = writer.start()
+    q.awaitTermination()
+    if q.exception() is not None:
+        raise SystemExit(f"query failed: {q.exception()}")
