@@ -16,6 +16,18 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _source_toml(url: str, names: dict[str, str], extra: str) -> str:
+    """The [source] table of a pipe config reading the test's stream from the start."""
+    return f"""
+[source]
+url = "{url}"
+stream = "{names['stream']}"
+group = "{names['group']}"
+startingPosition = "earliest"
+{extra}
+"""
+
+
 def test_pipe_job_runs_through_spark_submit(redis_server, names, tmp_path):
     r = redis_server.client()
     ids = produce(r, names["stream"], 1_000,
@@ -23,14 +35,8 @@ def test_pipe_job_runs_through_spark_submit(redis_server, names, tmp_path):
     bad = {ids[i] for i in range(0, 1_000, 20)} | {ids[1]}  # amount 1: fails is_valid below
     out, chk = tmp_path / "out", tmp_path / "chk"
     config = tmp_path / "pipe.toml"
-    config.write_text(f"""
-[source]
-url = "{redis_server.url}"
-stream = "{names['stream']}"
-group = "{names['group']}"
-startingPosition = "earliest"
-valueSchema = "n BIGINT, amount DOUBLE"
-
+    config.write_text(_source_toml(redis_server.url, names,
+                                   'valueSchema = "n BIGINT, amount DOUBLE"') + f"""
 [sink]
 format = "parquet"
 path = "{out}"
@@ -66,14 +72,7 @@ def test_pipe_job_into_an_eventbus_stream_is_exactly_once(spark, redis_server, n
     ids = produce(r, names["stream"], 3_000)
     target, chk = names["stream"] + ":out", tmp_path / "chk"
     config = tmp_path / "pipe.toml"
-    config.write_text(f"""
-[source]
-url = "{redis_server.url}"
-stream = "{names['stream']}"
-group = "{names['group']}"
-startingPosition = "earliest"
-maxEntriesPerTrigger = 1000
-
+    config.write_text(_source_toml(redis_server.url, names, "maxEntriesPerTrigger = 1000") + f"""
 [sink]
 format = "eventbus"
 select = ["map_concat(fields, map('src', id)) AS fields"]
