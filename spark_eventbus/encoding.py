@@ -380,8 +380,8 @@ def encode_batch(plan: EncodingPlan, rb: pa.RecordBatch, *, default_stream: str 
         pattern[has_null] = np.arange(1, int(has_null.sum()) + 1)
     runs = []
     for stream, rows in _route(stream_values, default_stream, ok):
-        values = [a.take(pa.array(rows)).to_pylist() if len(rows) != n else a.to_pylist()
-                  for a in encoded]
+        take = pa.array(rows) if len(rows) != n else None
+        values = [(a if take is None else a.take(take)).to_pylist() for a in encoded]
         pat, row_sizes = pattern[rows], sizes[rows]
         bounds = np.flatnonzero(np.diff(pat)) + 1
         starts = [0, *bounds.tolist()]

@@ -7,7 +7,7 @@ unknown options, are warned about — never silently dropped.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from .errors import ConfigError, redact
@@ -157,6 +157,30 @@ def _stream_id_option(opts: Mapping[str, str], name: str, default: str, extra: t
     return text
 
 
+def _warn_ignored(opts: Mapping[str, str], listing: str,
+                  ignored: Callable[[str], str | None]) -> None:
+    """Warn about unknown options (``listing`` names the known ones) and about options this
+    mode ignores (``ignored(key)`` says which mode, e.g. "writes", or None)."""
+    for key in sorted(opts):
+        if key in _SPARK_OPTIONS or key.startswith("spark."):
+            continue
+        if key not in _SPELLING:
+            log.warning("spark-eventbus: unknown option '%s' is ignored (%s).", key, listing)
+        elif (where := ignored(key)) is not None:
+            log.warning("spark-eventbus: option '%s' has no effect on %s and is ignored.",
+                        spelled(key), where)
+
+
+def _url(opts: Mapping[str, str], password: str | None) -> str:
+    url = opts.get(URL, DEFAULT_URL).strip()
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(
+            f"option 'url' = {redact(url, [password])!r} is invalid: use redis://host:port/db, "
+            "rediss://host:port/db for TLS, or unix:///path/to/socket."
+        )
+    return url
+
+
 def parse_reader_options(raw: Mapping[str, str], *, streaming: bool, warn: bool = True
                          ) -> ReaderOptions:
     """Validate ``raw`` Spark options (any key case) into :class:`ReaderOptions`.
@@ -167,25 +191,17 @@ def parse_reader_options(raw: Mapping[str, str], *, streaming: bool, warn: bool 
     opts = {str(k).lower(): str(v) for k, v in raw.items() if v is not None}
     password = opts.get(PASSWORD) or None
     mode = "streaming" if streaming else "batch"
-    for key in sorted(opts) if warn else ():
-        if key in _SPARK_OPTIONS or key.startswith("spark."):
-            continue
-        if key not in _SPELLING:
-            log.warning("spark-eventbus: unknown option '%s' is ignored (known options: %s).",
-                        key, ", ".join(sorted(_SPELLING.values())))
-        elif key in SINK_ONLY:
-            log.warning("spark-eventbus: option '%s' has no effect on reads and is ignored.",
-                        spelled(key))
-        elif (streaming and key in BATCH_ONLY) or (not streaming and key in STREAMING_ONLY):
-            log.warning("spark-eventbus: option '%s' has no effect on %s reads and is ignored.",
-                        spelled(key), mode)
 
-    url = opts.get(URL, DEFAULT_URL).strip()
-    if not url.startswith(("redis://", "rediss://", "unix://")):
-        raise ConfigError(
-            f"option 'url' = {redact(url, [password])!r} is invalid: use redis://host:port/db, "
-            "rediss://host:port/db for TLS, or unix:///path/to/socket."
-        )
+    def ignored(key: str) -> str | None:
+        if key in SINK_ONLY:
+            return "reads"
+        if (streaming and key in BATCH_ONLY) or (not streaming and key in STREAMING_ONLY):
+            return f"{mode} reads"
+        return None
+
+    if warn:
+        _warn_ignored(opts, f"known options: {', '.join(sorted(_SPELLING.values()))}", ignored)
+    url = _url(opts, password)
 
     stream_raw = opts.get(STREAM)
     if not stream_raw or not stream_raw.strip():
@@ -354,21 +370,10 @@ def parse_sink_options(raw: Mapping[str, str], *, warn: bool = True) -> SinkOpti
     """
     opts = {str(k).lower(): str(v) for k, v in raw.items() if v is not None}
     password = opts.get(PASSWORD) or None
-    for key in sorted(opts) if warn else ():
-        if key in _SPARK_OPTIONS or key.startswith("spark."):
-            continue
-        if key not in _SPELLING:
-            log.warning("spark-eventbus: unknown option '%s' is ignored (sink options: %s).",
-                        key, ", ".join(sorted(_SINK_SPELLING.values())))
-        elif key not in _SINK_SPELLING:
-            log.warning("spark-eventbus: option '%s' has no effect on writes and is ignored.",
-                        spelled(key))
-
-    url = opts.get(URL, DEFAULT_URL).strip()
-    if not url.startswith(("redis://", "rediss://", "unix://")):
-        raise ConfigError(
-            f"option 'url' = {redact(url, [password])!r} is invalid: use redis://host:port/db, "
-            "rediss://host:port/db for TLS, or unix:///path/to/socket.")
+    if warn:
+        _warn_ignored(opts, f"sink options: {', '.join(sorted(_SINK_SPELLING.values()))}",
+                      lambda key: None if key in _SINK_SPELLING else "writes")
+    url = _url(opts, password)
     stream = opts.get(STREAM)
     if stream is not None:
         if "," in stream:

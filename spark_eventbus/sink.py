@@ -70,6 +70,10 @@ class SinkCommitMessage(WriterCommitMessage):
     markers: tuple[str, ...]
 
 
+def _spec(opts: SinkOptions) -> ConnectionSpec:
+    return ConnectionSpec(opts.url, opts.password)
+
+
 def _dlq_extra(query: str, batch: str, partition: int) -> list[tuple[str, str]]:
     return [("dlq.sink.query", query), ("dlq.sink.batch", batch),
             ("dlq.sink.partition", str(partition))]
@@ -90,7 +94,7 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
                     partition: int, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
     """Write one task's rows (executor side). Idempotent per (query, batch, partition) when
     ``opts.idempotent``: chunks are numbered per target stream in input order."""
-    spec = ConnectionSpec(opts.url, opts.password)
+    spec = _spec(opts)
     r = client(spec)
     script = r.register_script(_script_text("sink_chunk"))
     chunker = Chunker(opts.chunk_size)
@@ -166,7 +170,7 @@ def _summary(msgs: list[SinkCommitMessage], what: str) -> None:
 def check_targets(opts: SinkOptions) -> None:
     """Driver side, before any task: Redis answers, and the static target and dead-letter keys
     are streams or missing (any other type is refused, never overwritten)."""
-    spec = ConnectionSpec(opts.url, opts.password)
+    spec = _spec(opts)
     try:
         r = client(spec)
         for key, option in ((opts.stream, "stream"), (opts.dead_letter_stream,
@@ -184,9 +188,6 @@ class _SinkBase:
         self.opts = opts
         self.plan = plan
 
-    def _spec(self) -> ConnectionSpec:
-        return ConnectionSpec(self.opts.url, self.opts.password)
-
     def _commit_markers(self, query: str, batch: int, msgs: list[SinkCommitMessage]) -> None:
         """Record batch ``batch``'s marker keys and delete those of older batches.
 
@@ -196,7 +197,7 @@ class _SinkBase:
         the next commit: a crash before Spark logs this commit replays it.
         """
         markers = sorted({k for m in msgs for k in m.markers})
-        spec = self._spec()
+        spec = _spec(self.opts)
         reg = registry_key(query)
         try:
             r = client(spec)
@@ -214,7 +215,7 @@ class _SinkBase:
                 client(spec).hdel(reg, *older)
 
     def _delete_markers(self, keys: list[str]) -> None:
-        spec = self._spec()
+        spec = _spec(self.opts)
         try:
             for i in range(0, len(keys), 500):
                 client(spec).unlink(*keys[i:i + 500])
