@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import random
 import subprocess
 import sys
@@ -219,9 +220,13 @@ def test_failed_write_task_is_retried_without_duplicates(spark, own_redis, names
 def _file_batches(spark: SparkSession, tmp_path: Path, files: int, rows: int) -> DataFrame:
     src = tmp_path / "files"
     src.mkdir(parents=True)
+    now = int(time.time())
     for k in range(files):
-        pq.write_table(pa.table({"n": [str(k * rows + i) for i in range(rows)]}),
-                       src / f"f{k}.parquet")
+        path = src / f"f{k}.parquet"
+        pq.write_table(pa.table({"n": [str(k * rows + i) for i in range(rows)]}), path)
+        # The file source orders files by modification time; files written in the same
+        # millisecond would come in any order, so space them a second apart.
+        os.utime(path, (now - files + k, now - files + k))
     return (spark.readStream.schema("n string").option("maxFilesPerTrigger", 1)
             .parquet(str(src)))
 
