@@ -4,8 +4,10 @@
 --
 -- KEYS[1] stream, KEYS[2] plan key
 -- ARGV[1] group, ARGV[2] consumer, ARGV[3] count, ARGV[4] run, ARGV[5] seq,
--- ARGV[6] stop after this ID ('' = no bound; Trigger.AvailableNow), ARGV[7] 'fail' | 'skip'
--- Returns {status, first, last, n, lost_after, lost_before, lost_count}; status is ok, empty,
+-- ARGV[6] stop after this ID ('' = no bound; Trigger.AvailableNow), ARGV[7] 'fail' | 'skip',
+-- ARGV[8] '1': also return the claimed IDs, RESP-encoded ('$<len>\r\n<id>\r\n' each), so the
+-- ack after commit can be a plain XACK of them (~0.4 us/ID) instead of ack_range (~1.2 us/ID).
+-- Returns {status, first, last, n, lost_after, lost_before, lost_count, ids}; status is ok, empty,
 -- done, loss or nogroup. lost_* describe entries deleted or trimmed before the group read them:
 -- IDs after lost_after and before lost_before ('' = unknown, '(' prefix = up to and including),
 -- lost_count of them (-1 = unknown).
@@ -18,7 +20,7 @@ for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
   local t = kv(g)
   if t['name'] == group then delivered, entries_read = t['last-delivered-id'], t['entries-read'] end
 end
-if not delivered then return {'nogroup', '', '', 0, '', '', -1} end
+if not delivered then return {'nogroup', '', '', 0, '', '', -1, ''} end
 
 -- Entries removed before this group read them:
 --  * XDEL after our position: max-deleted-entry-id (Redis >= 7.0) is beyond it;
@@ -44,10 +46,10 @@ if added and (not first_entry or idcmp(first_entry, delivered) > 0) then
   end
 end
 if lost_after ~= '' and ARGV[7] == 'fail' then
-  return {'loss', '', '', 0, lost_after, lost_before, lost_count}
+  return {'loss', '', '', 0, lost_after, lost_before, lost_count, ''}
 end
 if ARGV[6] ~= '' and idcmp(delivered, ARGV[6]) >= 0 then
-  return {'done', '', '', 0, lost_after, lost_before, lost_count}
+  return {'done', '', '', 0, lost_after, lost_before, lost_count, ''}
 end
 
 local r = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', tonumber(ARGV[3]),
@@ -61,10 +63,19 @@ if n == 0 then
     redis.call('XGROUP', 'SETID', stream, group, info['last-generated-id'],
                'ENTRIESREAD', info['entries-added'])
   end
-  return {'empty', '', '', 0, lost_after, lost_before, lost_count}
+  return {'empty', '', '', 0, lost_after, lost_before, lost_count, ''}
 end
 local last = entries[n][1]
 local plan = load_plan(plan_key, ARGV[4], ARGV[5])
 table.insert(plan.chunks, {entries[1][1], last, n})
 save_plan(plan_key, plan)
-return {'ok', entries[1][1], last, n, lost_after, lost_before, lost_count}
+local ids = ''
+if ARGV[8] == '1' then
+  local parts = {}
+  for i = 1, n do
+    local id = entries[i][1]
+    parts[i] = '$' .. #id .. '\r\n' .. id .. '\r\n'
+  end
+  ids = table.concat(parts)
+end
+return {'ok', entries[1][1], last, n, lost_after, lost_before, lost_count, ids}

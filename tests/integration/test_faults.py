@@ -204,3 +204,40 @@ def test_committed_batch_whose_ack_was_lost_is_acked_by_the_next_driver(redis_se
     lo, hi = StreamId.parse(batch1.chunks[0].first), StreamId.parse(batch1.chunks[-1].last)
     assert not any(lo <= StreamId.parse(i) <= hi for i in pel)
     assert r.hget(key, "1") is None
+
+
+def test_committed_chunks_are_acked_by_their_claimed_ids_with_fallbacks(own_redis, names,
+                                                                        monkeypatch):
+    """Chunks whose IDs the claim returned are acked with plain XACKs (no XPENDING); chunks
+    beyond the ID cache budget, and cached chunks whose XACK hits a dead connection, are
+    acked with ack_range. Either way nothing stays pending."""
+    from spark_eventbus import commands
+    from spark_eventbus.commands import StreamOps
+    from spark_eventbus.connection import ConnectionSpec
+
+    own_redis.start()
+    r = own_redis.client()
+    produce(r, names["stream"], 4_000)
+    r.xgroup_create(names["stream"], names["group"], "0")
+    ops = StreamOps(ConnectionSpec(own_redis.url), names["stream"], names["group"], "c",
+                    cache_ack_ids=True)
+    monkeypatch.setattr(commands, "ACK_ID_CACHE_BYTES", 1)  # only the first claim is cached
+    chunks = [ops.claim(1_000, "run", 1, None, True).chunk for _ in range(3)]
+    assert all(c is not None and c.count == 1_000 for c in chunks)
+
+    def xpending_calls() -> int:
+        return int(r.info("commandstats").get("cmdstat_xpending", {}).get("calls", 0))
+
+    before = xpending_calls()
+    assert ops.ack(StreamBatch((chunks[0],))) == 1_000
+    assert xpending_calls() == before  # plain XACK of the claimed IDs
+    assert ops.ack(StreamBatch(tuple(chunks[1:]))) == 2_000
+    assert xpending_calls() > before  # not cached: ack_range reads the PEL
+    assert pending(r, names["stream"], names["group"]) == 0
+
+    monkeypatch.setattr(commands, "ACK_ID_CACHE_BYTES", 64 * 1024 * 1024)
+    last = ops.claim(1_000, "run", 2, None, True).chunk
+    assert last is not None and last.count == 1_000
+    own_redis.restart()  # the pooled connection is dead now; the data survives (AOF)
+    assert ops.ack(StreamBatch((last,))) == 1_000
+    assert pending(r, names["stream"], names["group"]) == 0
