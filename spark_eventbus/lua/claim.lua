@@ -71,10 +71,23 @@ table.insert(plan.chunks, {entries[1][1], last, n})
 save_plan(plan_key, plan)
 local ids = ''
 if ARGV[8] == '1' then
-  local parts = {}
+  -- XACK takes IDs in any order: bucket them by length so that each bucket is one
+  -- table.concat with a constant '\r\n$<len>\r\n' separator (no string built per ID).
+  local buckets, lens = {}, {}
   for i = 1, n do
     local id = entries[i][1]
-    parts[i] = '$' .. #id .. '\r\n' .. id .. '\r\n'
+    local b = buckets[#id]
+    if not b then
+      b = {}
+      buckets[#id] = b
+      lens[#lens + 1] = #id
+    end
+    b[#b + 1] = id
+  end
+  local parts = {}
+  for _, len in ipairs(lens) do
+    local head = '$' .. len .. '\r\n'
+    parts[#parts + 1] = head .. table.concat(buckets[len], '\r\n' .. head) .. '\r\n'
   end
   ids = table.concat(parts)
 end
