@@ -19,9 +19,10 @@ from redis.commands.core import Script
 from .connection import ConnectionSpec, client
 from .errors import NotAStreamError, translate
 from .ids import StreamId
+from .keys import lease_key, plan_key
 from .offsets import Chunk, StreamBatch
 
-_SCRIPT_NAMES = ("claim", "reclaim", "ack_range")
+_SCRIPT_NAMES = ("claim", "reclaim", "ack_range", "lease")
 
 # IDs of claimed chunks kept on the driver (RESP-encoded, ~22 bytes each) so that acking a
 # committed chunk is one plain XACK of its IDs: ~0.5 us/ID of Redis CPU instead of ~1.3 us/ID
@@ -47,21 +48,6 @@ def stream_exists(r: redis.Redis, key: str, fix: str = "") -> bool:
         raise NotAStreamError(f"key {key!r} holds a {kind}, not a stream; spark-eventbus never "
                               f"overwrites it.{' ' + fix if fix else ''}")
     return kind == "stream"
-
-
-def hash_tag(key: str) -> str:
-    """The part of ``key`` Redis Cluster hashes: the first non-empty ``{...}``, else the key."""
-    start = key.find("{")
-    if start >= 0:
-        end = key.find("}", start + 1)
-        if end > start + 1:
-            return key[start + 1:end]
-    return key
-
-
-def plan_key(stream: str, group: str, consumer: str) -> str:
-    """Key of the claim plan: in the stream's hash slot so one script can touch both."""
-    return f"{{{hash_tag(stream)}}}:eventbus:plan:{group}:{consumer}"
 
 
 @dataclass(frozen=True)
@@ -98,6 +84,7 @@ class StreamOps:
         self.group = group
         self.consumer = consumer
         self.plan_key = plan_key(stream, group, consumer)
+        self.lease_key = lease_key(stream, group, consumer)
         self.redis = client(spec)
         self._scripts: dict[str, Script] = {
             name: self.redis.register_script(_script_text(name)) for name in _SCRIPT_NAMES
@@ -167,6 +154,19 @@ class StreamOps:
         added = info.get("entries-added")
         read = int(added) - int(info["length"]) if added is not None else 0
         return str(first_id.prev()), max(0, read)
+
+    # -- consumer lease ------------------------------------------------------------------------
+
+    def lease(self, mode: str, run: str, owner: str, ttl_ms: int) -> tuple[str, str, int]:
+        """Acquire, renew or release this consumer's lease (``lua/lease.lua``).
+
+        Returns (status, holder, holder's remaining ms): status ``ok``, ``takeover``, ``held``
+        or ``lost``; holder is ``'<run> <owner>'`` of the query that has it.
+        """
+        with self._errors("checking the consumer lease"):
+            status, holder, pttl = self._scripts["lease"](
+                keys=[self.lease_key], args=[mode, run, owner, ttl_ms])
+        return _s(status), _s(holder), int(pttl)
 
     # -- claim plan ----------------------------------------------------------------------------
 

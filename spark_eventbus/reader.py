@@ -10,7 +10,11 @@ deleted entries. The same offset therefore yields the same rows on every retry.
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +33,7 @@ from pyspark.sql.types import StructType
 
 from .commands import ClaimResult, StreamOps, stream_exists
 from .connection import ConnectionSpec, client
-from .errors import DataLossError, EventBusError, translate
+from .errors import ConfigError, DataLossError, EventBusError, translate
 from .ids import StreamId
 from .offsets import BatchOffset, StreamBatch
 from .options import ReaderOptions
@@ -46,6 +50,13 @@ log = logging.getLogger("spark_eventbus")
 READ_PAGE = 5_000
 # XAUTOCLAIM COUNT per script call: it scans at most 10x this many PEL entries.
 RECLAIM_PAGE = 500
+# The consumer lease (lua/lease.lua): a live query renews it every LEASE_RENEW_S; a query
+# killed with kill -9 keeps a successor with another checkpoint out for at most LEASE_TTL_MS
+# (the successor waits that long for it, then starts or is refused).
+LEASE_TTL_MS = 15_000
+LEASE_RENEW_S = LEASE_TTL_MS / 3000
+# Spark's driver-side process for a Python streaming source; the JVM ends it with SIGTERM.
+_RUNNER = "python_streaming_source_runner.py"
 
 
 @dataclass(frozen=True)
@@ -224,6 +235,12 @@ class _DriverState:
     ack_scheduled_seq: int = -1
     lost_entries: int = 0
     dead_lettered: int = 0
+    owner: str = field(default_factory=lambda: uuid.uuid4().hex[:12])  # this driver process
+    initial_run: str | None = None  # initialOffset's run: Spark may ask more than once
+    lease_run: str | None = None  # the run whose leases this process holds
+    lease_stop: threading.Event = field(default_factory=threading.Event)
+    lease_thread: threading.Thread | None = None
+    lease_error: EventBusError | None = None  # set by the heartbeat: another query took over
 
 
 class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -254,6 +271,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     log.info("spark-eventbus: created consumer group %r on stream %r at %s",
                              o.group, s, o.starting_position)
             self._state = _DriverState(ops)
+            _exit_cleanly_on_sigterm()
         return self._state
 
     def _settle(self, committed: BatchOffset) -> None:
@@ -284,9 +302,94 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- DataSourceStreamReader ----------------------------------------------------------------
 
+    # -- the consumer lease: one live query per (stream, group, consumer) ---------------------
+
+    def _hold_lease(self, run: str) -> None:
+        """Driver, before any claim: take this query's consumer lease on every stream, or fail
+        naming option 'consumer' when another live query holds it. Idempotent per run."""
+        st = self.state
+        if st.lease_error is not None:
+            raise st.lease_error
+        if st.lease_run == run:
+            return
+        o = self.options
+        taken: list[StreamOps] = []
+        for name, op in st.ops.items():
+            status, holder, _ = self._acquire(op, run)
+            if status == "held":
+                for done in taken:
+                    _release_lease(done, run, st.owner)
+                raise ConfigError(
+                    f"option 'consumer' = {o.consumer_name!r} of group {o.group!r} on stream "
+                    f"{name!r} is in use by another running query (checkpoint run "
+                    f"{holder.split(' ')[0]}); two live queries with one consumer would share "
+                    "its pending entries and claim plan. Give each concurrent query its own "
+                    ".option('consumer', …), or stop the other query. (It renewed its lease "
+                    f"while this query waited {LEASE_TTL_MS // 1000} s for it: it is alive.)")
+            if status == "takeover":
+                log.warning("spark-eventbus: taking over consumer %r of group %r on stream %r "
+                            "from an earlier driver of this checkpoint", o.consumer_name,
+                            o.group, name)
+            taken.append(op)
+        st.lease_run = run
+        if st.lease_thread is None:
+            st.lease_thread = threading.Thread(target=self._renew_leases, args=(st,),
+                                               name="eventbus-lease", daemon=True)
+            st.lease_thread.start()
+
+    def _acquire(self, op: StreamOps, run: str) -> tuple[str, str, int]:
+        """Take the lease; while another query holds it, wait up to its TTL: a holder that was
+        killed lets it expire (then it is ours), a live one renews it (then it stays 'held')."""
+        owner = self.state.owner
+        status, holder, pttl = op.lease("acquire", run, owner, LEASE_TTL_MS)
+        deadline = time.monotonic() + LEASE_TTL_MS / 1000 + 1
+        while status == "held" and time.monotonic() < deadline:
+            time.sleep(0.25)
+            last = pttl
+            status, holder, pttl = op.lease("acquire", run, owner, LEASE_TTL_MS)
+            if status == "held" and pttl > last + 500:
+                break  # renewed: its holder is alive
+        return status, holder, pttl
+
+    def _renew_leases(self, st: _DriverState) -> None:
+        """Heartbeat thread: renew the leases until ``stop``; record a takeover for the next
+        ``latestOffset`` to raise. Redis errors are retried at the next beat (the lease
+        outlives two missed beats)."""
+        while not st.lease_stop.wait(LEASE_RENEW_S):
+            run = st.lease_run
+            if run is None:
+                continue
+            for name, op in st.ops.items():
+                try:
+                    status, holder, _ = op.lease("renew", run, st.owner, LEASE_TTL_MS)
+                except EventBusError as exc:
+                    log.debug("spark-eventbus: could not renew the consumer lease: %s", exc)
+                    continue
+                if status == "lost":
+                    st.lease_error = EventBusError(
+                        f"consumer {self.options.consumer_name!r} of group "
+                        f"{self.options.group!r} on stream {name!r} was taken over by another "
+                        f"query (checkpoint run {holder.split(' ')[0]}) while this one was "
+                        "not renewing its lease; this query stops so that the two do not "
+                        "share pending entries. Give each concurrent query its own option "
+                        "'consumer'.")
+                    return
+
+    def _release_leases(self, st: _DriverState) -> None:
+        st.lease_stop.set()
+        if st.lease_thread is not None:  # wakes at once; a renewal in flight could re-create
+            st.lease_thread.join()       # the lease after the release below
+        if st.lease_run is not None:
+            for op in st.ops.values():
+                _release_lease(op, st.lease_run, st.owner)
+
     def initialOffset(self) -> dict:
-        _ = self.state  # connect, check types and create groups before any batch
-        return BatchOffset(uuid.uuid4().hex, 0, {}).to_json()
+        st = self.state  # connect, check types and create groups before any batch
+        if st.initial_run is None:
+            st.initial_run = uuid.uuid4().hex
+        run = st.initial_run
+        self._hold_lease(run)
+        return BatchOffset(run, 0, {}).to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.options.max_entries_per_trigger)
@@ -307,6 +410,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         st = self.state
         o = self.options
         begin = BatchOffset.from_json(start)
+        self._hold_lease(begin.run)
         busy = self._stop_background()  # True: it was still claiming, more is waiting
         seq = begin.seq + 1
         budget: int | None = None
@@ -580,14 +684,44 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._ack(offset)
 
     def stop(self) -> None:
-        # Entries pre-claimed for the next batch stay in this consumer's plan: the next start
-        # of the query (same checkpoint) delivers them first.
+        """Driver: the query stops. Give the consumer leases back (first: the JVM may kill this
+        process soon), then stop the pre-claim after its current chunk. Entries pre-claimed for
+        the next batch stay in this consumer's plan: the next start of the query (same
+        checkpoint) delivers them first."""
         st = self._state
-        if st is not None and st.background is not None:
-            if st.background_stop is not None:
-                st.background_stop.set()
+        if st is None:
+            return
+        if st.background_stop is not None:
+            st.background_stop.set()
+        self._release_leases(st)
+        if st.background is not None:
             st.background.join()
         self._state = None
+
+
+def _exit_cleanly_on_sigterm() -> None:
+    """In Spark's source-runner process only: turn the JVM's SIGTERM (how it stops the runner
+    when the query stops) into SystemExit, so that the runner's ``finally: reader.stop()`` runs
+    and the consumer leases are given back at once instead of expiring. Later SIGTERMs are
+    ignored so that they cannot interrupt ``stop()``."""
+    if (os.path.basename(sys.argv[0] if sys.argv else "") != _RUNNER
+            or threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        return
+
+    def on_term(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
+def _release_lease(op: StreamOps, run: str, owner: str) -> None:
+    """Give a consumer lease back (best effort: it expires on its own)."""
+    try:
+        op.lease("release", run, owner, LEASE_TTL_MS)
+    except EventBusError as exc:
+        log.debug("spark-eventbus: could not release the consumer lease: %s", exc)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -32,10 +32,11 @@ from pyspark.sql.datasource import (
 )
 
 from .commands import _s as _str
-from .commands import _script_text, hash_tag, stream_exists
+from .commands import _script_text, stream_exists
 from .connection import ConnectionSpec, client
 from .encoding import Chunker, EncodingPlan, Reject, chunk_args, dead_letter_run, encode_batch
 from .errors import ConfigError, EventBusError, UnwritableRowError, translate
+from .keys import sink_marker_key, sink_registry_key
 from .options import SinkOptions
 
 log = logging.getLogger("spark_eventbus")
@@ -43,16 +44,6 @@ log = logging.getLogger("spark_eventbus")
 MARKER_TTL_MS = 7 * 24 * 3600 * 1000  # safety net for abandoned queries; see README
 _BATCH_ID = "streaming.sql.batchId"  # local properties Spark sets for every micro-batch job
 _QUERY_ID = "sql.streaming.queryId"  # stable across restarts from the same checkpoint
-
-
-def marker_key(stream: str, query: str, batch: str) -> str:
-    """Set of chunks of (query, batch) written to ``stream``, in the stream's hash slot."""
-    return f"{{{hash_tag(stream)}}}:eventbus:sink:{query}:{batch}"
-
-
-def registry_key(query: str) -> str:
-    """Hash: batch id -> JSON list of that batch's marker keys (what to prune later)."""
-    return f"eventbus:sink:{query}"
 
 
 @dataclass(frozen=True)
@@ -111,7 +102,7 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
 
     def flush(chunk: Any) -> None:
         nonlocal replayed
-        key = marker_key(chunk.stream, query, batch)
+        key = sink_marker_key(chunk.stream, query, batch)
         member = f"{partition}:{chunk.index}" if opts.idempotent else ""
         try:
             added, skipped = script(
@@ -198,7 +189,7 @@ class _SinkBase:
         """
         markers = sorted({k for m in msgs for k in m.markers})
         spec = _spec(self.opts)
-        reg = registry_key(query)
+        reg = sink_registry_key(query)
         try:
             r = client(spec)
             r.hset(reg, str(batch), json.dumps(markers))

@@ -31,6 +31,16 @@ def produce(r: redis.Redis, stream: str, n: int, start: int = 0, *,
     return ids
 
 
+def driver_reader(url: str, stream: str, group: str, **extra: str) -> Any:
+    """The streaming reader's driver half, to call ``initialOffset``/``latestOffset`` directly."""
+    from spark_eventbus.options import parse_reader_options
+    from spark_eventbus.reader import EventBusStreamReader
+
+    opts = parse_reader_options({"url": url, "stream": stream, "group": group,
+                                 "startingPosition": "earliest", **extra}, streaming=True)
+    return EventBusStreamReader(opts, None)  # type: ignore[arg-type]
+
+
 def stream_df(spark: SparkSession, url: str, stream: str, group: str, **options: Any
               ) -> DataFrame:
     reader = (spark.readStream.format("eventbus").option("url", url).option("stream", stream)

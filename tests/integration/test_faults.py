@@ -16,10 +16,10 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from spark_eventbus import DataLossError, StreamId
 from spark_eventbus.offsets import BatchOffset, StreamBatch
-from spark_eventbus.options import parse_reader_options
 from spark_eventbus.reader import EventBusStreamReader
 from tests.integration.helpers import (
     checkpoint,
+    driver_reader,
     ids_of,
     kill_and_restart,
     pending,
@@ -101,9 +101,7 @@ def test_redis_restart_mid_stream_loses_nothing(spark, own_redis, names, tmp_pat
 
 
 def _reader(url: str, names: dict[str, str], **extra: str) -> EventBusStreamReader:
-    opts = parse_reader_options({"url": url, "stream": names["stream"], "group": names["group"],
-                                 "startingPosition": "earliest", **extra}, streaming=True)
-    return EventBusStreamReader(opts, None)  # type: ignore[arg-type]
+    return driver_reader(url, names["stream"], names["group"], **extra)
 
 
 @pytest.mark.parametrize("fail", [True, False])
@@ -181,7 +179,7 @@ def test_latest_offset_returns_start_itself_when_nothing_is_new(redis_server, na
 def test_committed_batch_whose_ack_was_lost_is_acked_by_the_next_driver(redis_server, names):
     """The driver dies after Spark committed batches 1 and 2 but before batch 1 was acked:
     the next driver acks batch 1 from its plan instead of letting it come back as duplicates."""
-    from spark_eventbus.commands import plan_key
+    from spark_eventbus.keys import plan_key
 
     r = redis_server.client()
     produce(r, names["stream"], 3_000)

@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_eventbus import ConfigError, NotAStreamError, UnwritableRowError
+from spark_eventbus.keys import sink_registry_key
 from tests.integration.helpers import checkpoint, kill_and_restart, produce, stream_df
 
 pytestmark = pytest.mark.integration
@@ -50,9 +52,10 @@ def _sink_keys(r: redis.Redis, stream: str) -> list[str]:
     """The sink's marker sets in ``stream*``'s hash slots and the registries of their queries."""
     markers = sorted(k.decode() for k in r.scan_iter(match=f"{{{stream}*}}:eventbus:sink:*",
                                                      count=10_000))
-    queries = {k.split(":eventbus:sink:")[1].rsplit(":", 1)[0] for k in markers}
-    return markers + sorted(f"eventbus:sink:{q}" for q in queries
-                            if r.exists(f"eventbus:sink:{q}"))
+    # marker key: {<tag>}:eventbus:sink:<stream>:<query>:<batch>, parts percent-escaped
+    queries = {unquote(k.split(":eventbus:sink:")[1].split(":")[1]) for k in markers}
+    return markers + sorted(sink_registry_key(q) for q in queries
+                            if r.exists(sink_registry_key(q)))
 
 
 # -- 1. field mapping, 100,000 rows through a streaming query ----------------------------------
@@ -239,9 +242,9 @@ def test_maxlen_trims_and_markers_do_not_grow(spark, redis_server, names, tmp_pa
     assert 3000 <= r.xlen(names["stream"]) < 3000 + 100 + 1000
     keys = _sink_keys(r, names["stream"])
     # 6 batches ran; only the last one's marker set and the registry remain.
-    markers = [k for k in keys if k.startswith("{")]
+    markers = [k for k in keys if ":eventbus:sink:" in k]
     assert len(markers) == 1 and markers[0].endswith(":5"), keys
-    registry = [k for k in keys if not k.startswith("{")]
+    registry = [k for k in keys if k.endswith(":eventbus:sink-registry")]
     assert len(registry) == 1 and list(r.hgetall(registry[0])) == [b"5"]
 
     exact = names["stream"] + ":exact"

@@ -3,7 +3,6 @@ from __future__ import annotations
 import redis
 
 import spark_eventbus
-from spark_eventbus.commands import hash_tag, plan_key
 from spark_eventbus.errors import (
     ConfigError,
     EventBusConnectionError,
@@ -27,14 +26,6 @@ def test_translate_maps_redis_errors_to_typed_errors_with_retriable_flags():
     auth = translate(redis.AuthenticationError("invalid password"), "connecting")
     assert isinstance(auth, ConfigError) and "'password' option" in str(auth)
     assert isinstance(translate(redis.ResponseError("NOGROUP x"), "claiming"), RedisCommandError)
-
-
-def test_plan_keys_share_the_stream_hash_slot():
-    assert hash_tag("orders") == "orders"
-    assert hash_tag("{tenant1}:orders") == "tenant1"
-    assert hash_tag("a{}b") == "a{}b"
-    assert plan_key("orders", "g", "c") == "{orders}:eventbus:plan:g:c"
-    assert hash_tag(plan_key("{t}:orders", "g", "c")) == "t"
 
 
 def test_public_names_are_pinned():

@@ -1,0 +1,103 @@
+"""Every Redis key spark-eventbus derives from a stream name: the one place they are built.
+
+Rules (pure; unit-tested with tricky names in ``tests/unit/test_keys.py``):
+
+* **Unique per stream and role.** A key is ``{<slot tag>}:eventbus:<role>:<part>:<part>…``
+  where each part (stream, group, consumer, query, batch) is percent-escaped so that it holds
+  no ``%``, ``:``, ``{`` or ``}``. Parts are therefore split back unambiguously at ``:``, and two
+  different (role, parts) never give one key — whatever braces, colons, unicode or prefixes the
+  names contain. The tag is *not* what makes a key unique (two streams sharing ``{acc}`` share
+  the tag); the escaped whole name is.
+* **In the stream's cluster slot.** The slot tag makes the key hash to the slot of its stream,
+  so one Lua script may touch both on Redis Cluster: the stream's own hash tag when it has one,
+  else the whole name when it holds no ``}``, else (a name such as ``a}b`` that Redis hashes
+  whole but that cannot sit inside braces, or the empty name) a short tag searched to hash to
+  the same slot.
+
+Redis Cluster hashes a key by its *hash tag*: the text between the first ``{`` and the first
+``}`` after it, when non-empty; otherwise the whole key. CRC16 (XMODEM) modulo 16384.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from redis.crc import key_slot as _crc_slot
+
+PREFIX = "eventbus"
+
+# Roles of derived keys (the README's key-layout table lists each).
+PLAN = "plan"  # hash: batch seq -> claim plan JSON, per (stream, group, consumer)
+LEASE = "lease"  # string: owner of a (stream, group, consumer), with a TTL
+SINK_MARKERS = "sink"  # set: '<partition>:<chunk>' written, per (stream, query, batch)
+SINK_REGISTRY = "sink-registry"  # hash: batch id -> marker keys of that batch, per query
+
+_ESCAPES = {"%": "%25", ":": "%3A", "{": "%7B", "}": "%7D"}
+_ESCAPE_TABLE = str.maketrans(_ESCAPES)
+
+
+def hash_tag(key: str) -> str:
+    """The part of ``key`` Redis Cluster hashes: the first non-empty ``{...}``, else the key."""
+    start = key.find("{")
+    if start >= 0:
+        end = key.find("}", start + 1)
+        if end > start + 1:
+            return key[start + 1:end]
+    return key
+
+
+def key_slot(key: str | bytes) -> int:
+    """The cluster slot of ``key``, computed as Redis does (redis-py's CRC16 of the hash tag)."""
+    return int(_crc_slot(key.encode() if isinstance(key, str) else key))
+
+
+@lru_cache(maxsize=4096)
+def slot_tag(stream: str) -> str:
+    """Text to put between braces so that a key lands in ``stream``'s slot (never holds ``}``)."""
+    tag = hash_tag(stream)
+    if tag and "}" not in tag:
+        return tag
+    # `stream` has no usable tag and holds a '}' (or is empty): Redis hashes the whole name,
+    # which no brace pair can quote ('{}' is no tag). Search a short tag of the same slot
+    # (~16k tries on average, C-speed CRC; cached).
+    return _tag_for_slot(key_slot(stream))
+
+
+@lru_cache(maxsize=1024)
+def _tag_for_slot(slot: int) -> str:
+    n = 0
+    while key_slot(f"slot-{n}") != slot:
+        n += 1
+    return f"slot-{n}"
+
+
+def escape(part: str) -> str:
+    """``part`` with ``%``, ``:``, ``{`` and ``}`` percent-escaped (injective, readable)."""
+    return part.translate(_ESCAPE_TABLE)
+
+
+def derived_key(stream: str, role: str, *parts: str) -> str:
+    """The key of ``role`` for ``stream`` (and ``parts``), in ``stream``'s slot."""
+    body = ":".join(escape(p) for p in (stream, *parts))
+    return f"{{{slot_tag(stream)}}}:{PREFIX}:{role}:{body}"
+
+
+def plan_key(stream: str, group: str, consumer: str) -> str:
+    """Hash of claim plans of one consumer on one stream (one field per batch seq)."""
+    return derived_key(stream, PLAN, group, consumer)
+
+
+def lease_key(stream: str, group: str, consumer: str) -> str:
+    """String naming the live query that reads ``stream`` as (``group``, ``consumer``)."""
+    return derived_key(stream, LEASE, group, consumer)
+
+
+def sink_marker_key(stream: str, query: str, batch: str) -> str:
+    """Set of chunks of (``query``, ``batch``) already written to ``stream``."""
+    return derived_key(stream, SINK_MARKERS, query, batch)
+
+
+def sink_registry_key(query: str) -> str:
+    """Hash of one sink query: batch id -> JSON list of that batch's marker keys (to prune).
+    Its own slot (the query's): it is only ever touched by single-key commands."""
+    return f"{{{PREFIX}:{escape(query)}}}:{PREFIX}:{SINK_REGISTRY}"
