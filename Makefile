@@ -28,13 +28,13 @@ unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 demo: install
-	$(PY) -m spark_eventbus.demo
+	$(PY) scripts/demo.py
 
 bench: install
 	$(PY) bench/bench.py $(BENCH_ARGS)
 
 lint: install
-	$(VENV)/bin/ruff check spark_eventbus tests bench pyspark_eventbus.py
+	$(VENV)/bin/ruff check spark_eventbus tests bench scripts pyspark_eventbus.py
 	$(VENV)/bin/mypy
 
 clean:

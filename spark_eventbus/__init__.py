@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .acking import AckingBatchWriter
 from .errors import (
     ConfigError,
     DataLossError,
@@ -20,7 +21,6 @@ from .errors import (
 )
 from .ids import StreamId
 from .source import EventBusDataSource
-from .writer import AckingBatchWriter
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -11,11 +11,18 @@ import json
 import sys
 from typing import Any, NoReturn
 
-import redis
-
-from .commands import _s, _script_text, stream_exists
-from .connection import ConnectionSpec, new_client
-from .errors import EventBusError, translate
+from .errors import EventBusError
+from .options import check_url
+from .redisio import (
+    ConnectionSpec,
+    Redis,
+    key_type,
+    new_client,
+    redis_errors,
+    run_script,
+    stream_exists,
+    text,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -23,27 +30,27 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def status(r: redis.Redis, stream: str, group: str | None, dlq: str) -> dict[str, Any]:
+def status(r: Redis, stream: str, group: str | None, dlq: str) -> dict[str, Any]:
     """Per group: lag, pending, last delivered ID, consumers (idle ms, pending)."""
     if not stream_exists(r, stream):
         raise EventBusError(f"stream {stream!r} does not exist")
     info: Any = r.xinfo_stream(stream)
     groups = []
     for g in r.xinfo_groups(stream):
-        name = _s(g["name"])
+        name = text(g["name"])
         if group is not None and name != group:
             continue
-        consumers = [{"name": _s(c["name"]), "pending": int(c["pending"]),
+        consumers = [{"name": text(c["name"]), "pending": int(c["pending"]),
                       "idle_ms": int(c["idle"])}
                      for c in r.xinfo_consumers(stream, name)]
         groups.append({"group": name, "lag": g.get("lag"), "pending": int(g["pending"]),
-                       "last_delivered_id": _s(g["last-delivered-id"]),
+                       "last_delivered_id": text(g["last-delivered-id"]),
                        "consumers": consumers})
     if group is not None and not groups:
         raise EventBusError(f"stream {stream!r} has no consumer group {group!r}")
-    dlq_len = r.xlen(dlq) if _s(r.type(dlq)) == "stream" else 0
+    dlq_len = r.xlen(dlq) if key_type(r, dlq) == "stream" else 0
     return {"stream": stream, "length": int(info["length"]),
-            "last_generated_id": _s(info["last-generated-id"]), "groups": groups,
+            "last_generated_id": text(info["last-generated-id"]), "groups": groups,
             "dead_letter_stream": dlq, "dead_letter_length": int(dlq_len)}
 
 
@@ -65,20 +72,19 @@ def format_status(st: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def replay(r: redis.Redis, source: str, target: str, limit: int | None) -> dict[str, int]:
+def replay(r: Redis, source: str, target: str, limit: int | None) -> dict[str, int]:
     """Move up to ``limit`` dead-lettered entries from ``source`` back to ``target``."""
     for key in (source, target):
         stream_exists(r, key)
-    script = r.register_script(_script_text("dlq_replay"))
     moved = kept = 0
     cursor = "-"
     while limit is None or moved < limit:
         page = 500 if limit is None else min(500, limit - moved)
-        m, k, last = script(keys=[source, target], args=[page, cursor])
+        m, k, last = run_script(r, "dlq_replay", [source, target], [page, cursor])
         moved, kept = moved + int(m), kept + int(k)
         if int(m) + int(k) == 0:
             break
-        cursor = _s(last)
+        cursor = text(last)
     return {"moved": moved, "kept_without_fields": kept}
 
 
@@ -99,25 +105,28 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("--to", dest="target", required=True, help="the stream to move them to")
     rp.add_argument("--limit", type=int, help="move at most this many")
     args = ap.parse_args(argv)
-    if not args.url.startswith(("redis://", "rediss://", "unix://")):
-        ap.error("--url must start with redis://, rediss:// or unix://")
+    try:
+        check_url(args.url, args.password, name="--url")
+    except EventBusError as exc:
+        ap.error(str(exc))
     if getattr(args, "limit", None) is not None and args.limit < 1:
         ap.error("--limit must be at least 1")
     spec = ConnectionSpec(args.url, args.password)
     try:
-        r = new_client(spec)
-        if args.command == "status":
-            result = status(r, args.stream, args.group, args.dlq or f"{args.stream}:dlq")
-            print(json.dumps(result, indent=2) if args.json else format_status(result))
-        else:
-            result = replay(r, args.source, args.target, args.limit)
-            print(f"moved {result['moved']} entries from {args.source!r} to {args.target!r}"
-                  + (f"; kept {result['kept_without_fields']} with no original field"
-                     if result["kept_without_fields"] else ""))
-    except redis.RedisError as exc:
-        print(f"eventbus: {translate(exc, args.command, spec.secrets)}", file=sys.stderr)
-        return 1
+        with redis_errors(f"running {args.command}", spec):
+            return _run(args, new_client(spec))
     except EventBusError as exc:
         print(f"eventbus: {exc}", file=sys.stderr)
         return 1
+
+
+def _run(args: argparse.Namespace, r: Redis) -> int:
+    if args.command == "status":
+        result = status(r, args.stream, args.group, args.dlq or f"{args.stream}:dlq")
+        print(json.dumps(result, indent=2) if args.json else format_status(result))
+        return 0
+    moved = replay(r, args.source, args.target, args.limit)
+    print(f"moved {moved['moved']} entries from {args.source!r} to {args.target!r}"
+          + (f"; kept {moved['kept_without_fields']} with no original field"
+             if moved["kept_without_fields"] else ""))
     return 0

@@ -1,4 +1,4 @@
-"""Rows → Redis stream entries: the sink's encoding rules (DESIGN §4), pure and vectorised.
+"""Rows → Redis stream entries: the sink's encoding rules, pure and vectorised.
 
 Driver side: :func:`plan_encoding` checks a DataFrame schema once, before any task runs, and
 returns a picklable :class:`EncodingPlan`. Executor side: :func:`encode_batch` turns one Arrow
@@ -473,7 +473,7 @@ def _encode_fields_map(plan: EncodingPlan, rb: pa.RecordBatch,
 
 
 @dataclass
-class Chunk:
+class WriteChunk:
     """``rows`` rows for ``stream``: the ``index``-th chunk of that stream in this task."""
 
     stream: str
@@ -498,7 +498,7 @@ class Chunker:
         self._bytes: dict[str, int] = {}
         self._next: dict[str, int] = {}
 
-    def add(self, stream: str, run: Run) -> Iterator[Chunk]:
+    def add(self, stream: str, run: Run) -> Iterator[WriteChunk]:
         pending = self._pending.setdefault(stream, [])
         count, nbytes = self._count.get(stream, 0), self._bytes.get(stream, 0)
         while run.rows:
@@ -521,7 +521,7 @@ class Chunker:
                 count = nbytes = 0
         self._count[stream], self._bytes[stream] = count, nbytes
 
-    def flush(self) -> Iterator[Chunk]:
+    def flush(self) -> Iterator[WriteChunk]:
         for stream, pending in self._pending.items():
             if pending:
                 yield self._emit(stream, pending, self._count[stream])
@@ -529,13 +529,13 @@ class Chunker:
         self._count.clear()
         self._bytes.clear()
 
-    def _emit(self, stream: str, runs: list[Run], rows: int) -> Chunk:
+    def _emit(self, stream: str, runs: list[Run], rows: int) -> WriteChunk:
         index = self._next.get(stream, 0)
         self._next[stream] = index + 1
-        return Chunk(stream, index, list(runs), rows)
+        return WriteChunk(stream, index, list(runs), rows)
 
 
-def chunk_args(chunk: Chunk) -> list[Any]:
+def chunk_args(chunk: WriteChunk) -> list[Any]:
     """The Lua script's entry arguments: per run ``K, m, name_1..name_K`` then ``m*K`` values,
     row-major. Slice assignment interleaves the columns at C speed."""
     args: list[Any] = []
@@ -563,5 +563,13 @@ def dead_letter_run(reject: Reject, extra: list[tuple[str, str]]) -> Run:
                np.array([size], dtype=np.int64))
 
 
-__all__ = ["Chunk", "Chunker", "EncodingPlan", "Reject", "Run", "chunk_args", "encode_batch",
-           "plan_encoding"]
+__all__ = [
+    "Chunker",
+    "EncodingPlan",
+    "Reject",
+    "Run",
+    "WriteChunk",
+    "chunk_args",
+    "encode_batch",
+    "plan_encoding",
+]

@@ -10,16 +10,15 @@ The whole tree::
     ├── RedisCommandError         Redis refused a command (translated ``redis.ResponseError``)
     └── UnwritableRowError        the sink got a row it cannot write and has no deadLetterStream
 
-redis-py errors are translated at one boundary, :func:`translate`, with ``raise ... from exc``;
-every message passes through :func:`redact` so a password never reaches a message or a log.
+redis-py errors are translated at one boundary, :mod:`spark_eventbus.redisio.boundary`, with
+``raise ... from exc``; every message passes through :func:`redact` so a password never reaches a
+message or a log.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-
-import redis
 
 __all__ = [
     "ConfigError",
@@ -30,7 +29,6 @@ __all__ = [
     "RedisCommandError",
     "UnwritableRowError",
     "redact",
-    "translate",
 ]
 
 
@@ -77,36 +75,3 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
         if secret:
             text = text.replace(secret, "***")
     return text
-
-
-def translate(exc: BaseException, what: str, secrets: Iterable[str | None] = ()) -> EventBusError:
-    """Map a redis-py error raised while doing ``what`` to an :class:`EventBusError`.
-
-    Use as ``raise translate(exc, "claiming entries of 'orders'", secrets) from exc``.
-    """
-    secrets = list(secrets)
-    detail = redact(f"{type(exc).__name__}: {exc}", secrets)
-    what = redact(what, secrets)
-    if isinstance(exc, EventBusError):
-        return exc
-    if isinstance(exc, redis.AuthenticationError | redis.exceptions.AuthorizationError):
-        return ConfigError(
-            f"Redis refused the credentials while {what} ({detail}); "
-            "check the 'url' user and the 'password' option."
-        )
-    if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
-        return EventBusConnectionError(
-            f"Redis did not answer while {what} ({detail}); check that the server at option "
-            "'url' is running and reachable from the driver and every executor."
-        )
-    if isinstance(exc, redis.ResponseError):
-        text = str(exc)
-        if text.startswith("WRONGTYPE"):
-            return NotAStreamError(f"{what}: the key holds a non-stream value ({detail}).")
-        if text.startswith("NOGROUP"):
-            return RedisCommandError(
-                f"{what}: the consumer group or stream no longer exists ({detail}); it was "
-                "destroyed while the query ran. Restart the query to recreate it."
-            )
-        return RedisCommandError(f"Redis refused a command while {what} ({detail}).")
-    return EventBusError(f"unexpected error while {what} ({detail}).")

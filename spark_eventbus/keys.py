@@ -20,10 +20,10 @@ Redis Cluster hashes a key by its *hash tag*: the text between the first ``{`` a
 
 from __future__ import annotations
 
+import binascii
 from functools import lru_cache
 
-from redis.crc import key_slot as _crc_slot
-
+SLOTS = 16384
 PREFIX = "eventbus"
 
 # Roles of derived keys (the README's key-layout table lists each).
@@ -47,8 +47,14 @@ def hash_tag(key: str) -> str:
 
 
 def key_slot(key: str | bytes) -> int:
-    """The cluster slot of ``key``, computed as Redis does (redis-py's CRC16 of the hash tag)."""
-    return int(_crc_slot(key.encode() if isinstance(key, str) else key))
+    """The cluster slot of ``key``, computed as Redis does: CRC16 (XMODEM) of its hash tag."""
+    raw = key.encode() if isinstance(key, str) else key
+    start = raw.find(b"{")
+    if start >= 0:
+        end = raw.find(b"}", start + 1)
+        if end > start + 1:
+            raw = raw[start + 1:end]
+    return binascii.crc_hqx(raw, 0) % SLOTS
 
 
 @lru_cache(maxsize=4096)

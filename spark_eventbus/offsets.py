@@ -28,7 +28,7 @@ VERSION = 1
 
 
 @dataclass(frozen=True)
-class Chunk:
+class ClaimedRange:
     """A contiguous slice claimed by one XREADGROUP: every stream entry in [first, last]."""
 
     first: str
@@ -43,7 +43,7 @@ class Chunk:
 class StreamBatch:
     """What one batch holds of one stream."""
 
-    chunks: tuple[Chunk, ...] = ()
+    chunks: tuple[ClaimedRange, ...] = ()
     reclaimed: tuple[tuple[str, int], ...] = ()
 
     @property
@@ -66,7 +66,7 @@ class StreamBatch:
         chunks = data.get("chunks") or []
         reclaimed = data.get("reclaimed") or []
         return cls(
-            tuple(Chunk(str(f), str(l_), int(n)) for f, l_, n in chunks),
+            tuple(ClaimedRange(str(f), str(l_), int(n)) for f, l_, n in chunks),
             tuple((str(i), int(d)) for i, d in reclaimed),
         )
 

@@ -1,4 +1,5 @@
-"""Pure planning: claim sizes and partition split. No Redis, no Spark; unit-tested alone."""
+"""Pure planning: claim sizes, the batch's claim budget, and the partition split. No Redis, no
+Spark; unit-tested alone (``tests/unit/test_planning.py``)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .ids import StreamId
-from .offsets import Chunk, StreamBatch
+from .offsets import ClaimedRange, StreamBatch
 
-# One server-side claim call must stay well under ~50 ms of Redis time: XREADGROUP inside Lua
-# costs ~3 us/entry, so 5k entries is ~15 ms (DESIGN §1), leaving room for a busy CPU.
+# Entries per claim script call: one server-side call must stay well under 50 ms of Redis time,
+# also on a busy CPU (the README's benchmark section has the measured cost per entry).
 MAX_CLAIM_CHUNK = 2_000
 
 
@@ -40,12 +41,52 @@ def share_budget(budget: int, wants: Sequence[int]) -> list[int]:
     return grants
 
 
+# -- the claim budget of a micro-batch -----------------------------------------------------------
+# `budget` is the batch's entry limit (None: everything available, Trigger.AvailableNow's
+# ReadAllAvailable). `latestOffset` claims little itself (its claims delay the batch) and
+# leaves the rest to the background pre-claim of the next batch.
+
+UNBOUNDED_GRANT = 2**62  # a stream's grant when the batch has no limit
+
+
+def first_claim_allowance(budget: int | None, used: int, interrupted: bool,
+                          num_partitions: int, streams: int) -> int | None:
+    """How many entries ``latestOffset`` may reclaim and claim itself, when ``used`` entries
+    are already planned for the batch (pre-claimed or crash residue). None: no bound.
+
+    * ``interrupted``: the pre-claim was stopped with entries still waiting: ship what it
+      claimed now (0 more), the rest goes to the next batch, claimed while this one runs;
+    * otherwise at most one claim chunk per partition per stream (the "quick start").
+    """
+    if budget is None:
+        return 0 if interrupted and used else None
+    left = max(0, budget - used)
+    if interrupted and used:
+        return 0
+    quick = claim_chunk_size(budget, num_partitions, streams) * num_partitions
+    return min(left, quick * streams)
+
+
+def preclaim_allowance(budget: int | None, default: int, planned: int) -> int:
+    """How many entries the background pre-claim of the next batch may take, when ``planned``
+    are already in its plan. Unbounded batches pre-claim one default-sized batch."""
+    return (budget if budget is not None else default) - planned
+
+
+def stream_grants(left: int | None, streams: int) -> list[int]:
+    """Each stream's first share of ``left`` entries; streams that run dry leave their share to
+    the others, which then get the spare (see the stream reader's claim loop)."""
+    if left is None:
+        return [UNBOUNDED_GRANT] * streams
+    return share_budget(left, [left] * streams)
+
+
 @dataclass(frozen=True)
 class Slice:
     """Work of one Spark partition for one stream."""
 
     stream: str
-    chunks: tuple[Chunk, ...]
+    chunks: tuple[ClaimedRange, ...]
     reclaimed: tuple[tuple[str, int], ...]
 
     @property
@@ -61,7 +102,7 @@ def split_partitions(stream: str, batch: StreamBatch, num_partitions: int) -> li
     """
     if not batch:
         return []
-    bins: list[list[Chunk]] = [[] for _ in range(num_partitions)]
+    bins: list[list[ClaimedRange]] = [[] for _ in range(num_partitions)]
     loads = [0] * num_partitions
     for chunk in sorted(batch.chunks, key=lambda c: (-c.count, StreamId.parse(c.first))):
         i = loads.index(min(loads))

@@ -1,4 +1,4 @@
-"""The sink: ``df.writeStream.format("eventbus")`` and ``df.write.format("eventbus")`` (DESIGN §4).
+"""The sink: ``df.writeStream.format("eventbus")`` and ``df.write.format("eventbus")``.
 
 Driver side: the writer objects check options, schema and target keys before any task runs,
 and after each batch commits prune the idempotency markers Spark no longer needs.
@@ -14,7 +14,6 @@ is in its commit log, so from then on batch N is never replayed.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import uuid
@@ -24,20 +23,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import redis
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
 
-from .commands import _s as _str
-from .commands import _script_text, stream_exists
-from .connection import ConnectionSpec, client
 from .encoding import Chunker, EncodingPlan, Reject, chunk_args, dead_letter_run, encode_batch
-from .errors import ConfigError, EventBusError, UnwritableRowError, translate
+from .errors import ConfigError, EventBusError, UnwritableRowError
 from .keys import sink_marker_key, sink_registry_key
 from .options import SinkOptions
+from .redisio import client, redis_errors, run_script, stream_exists, text
 
 log = logging.getLogger("spark_eventbus")
 
@@ -61,10 +57,6 @@ class SinkCommitMessage(WriterCommitMessage):
     markers: tuple[str, ...]
 
 
-def _spec(opts: SinkOptions) -> ConnectionSpec:
-    return ConnectionSpec(opts.url, opts.password)
-
-
 def _dlq_extra(query: str, batch: str, partition: int) -> list[tuple[str, str]]:
     return [("dlq.sink.query", query), ("dlq.sink.batch", batch),
             ("dlq.sink.partition", str(partition))]
@@ -85,9 +77,8 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
                     partition: int, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
     """Write one task's rows (executor side). Idempotent per (query, batch, partition) when
     ``opts.idempotent``: chunks are numbered per target stream in input order."""
-    spec = _spec(opts)
+    spec = opts.connection
     r = client(spec)
-    script = r.register_script(_script_text("sink_chunk"))
     chunker = Chunker(opts.chunk_size)
     dlq = opts.dead_letter_stream
     written: Counter[str] = Counter()
@@ -104,14 +95,11 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
         nonlocal replayed
         key = sink_marker_key(chunk.stream, query, batch)
         member = f"{partition}:{chunk.index}" if opts.idempotent else ""
-        try:
-            added, skipped = script(
-                keys=[chunk.stream, key],
-                args=[member, MARKER_TTL_MS, *(no_trim if chunk.stream == dlq else trim),
-                      *chunk_args(chunk)])
-        except redis.RedisError as exc:
-            raise translate(exc, f"writing {chunk.rows} entries to stream {chunk.stream!r} "
-                                 f"(url {spec.display})", spec.secrets) from exc
+        with redis_errors(f"writing {chunk.rows} entries to stream {chunk.stream!r}", spec):
+            added, skipped = run_script(
+                r, "sink_chunk", [chunk.stream, key],
+                [member, MARKER_TTL_MS, *(no_trim if chunk.stream == dlq else trim),
+                 *chunk_args(chunk)])
         if opts.idempotent:
             markers.add(key)
         written[chunk.stream] += int(added)
@@ -161,17 +149,14 @@ def _summary(msgs: list[SinkCommitMessage], what: str) -> None:
 def check_targets(opts: SinkOptions) -> None:
     """Driver side, before any task: Redis answers, and the static target and dead-letter keys
     are streams or missing (any other type is refused, never overwritten)."""
-    spec = _spec(opts)
-    try:
+    spec = opts.connection
+    with redis_errors("checking the sink's target streams", spec):
         r = client(spec)
         for key, option in ((opts.stream, "stream"), (opts.dead_letter_stream,
                                                       "deadLetterStream")):
             if key is not None:
                 stream_exists(r, key, f"Server: {spec.display}. Choose another {option!r} "
                                       "option.")
-    except redis.RedisError as exc:
-        raise translate(exc, f"checking the sink's target streams (url {spec.display})",
-                        spec.secrets) from exc
 
 
 class _SinkBase:
@@ -188,32 +173,40 @@ class _SinkBase:
         the next commit: a crash before Spark logs this commit replays it.
         """
         markers = sorted({k for m in msgs for k in m.markers})
-        spec = _spec(self.opts)
+        spec = self.opts.connection
         reg = sink_registry_key(query)
         try:
-            r = client(spec)
-            r.hset(reg, str(batch), json.dumps(markers))
-            r.pexpire(reg, MARKER_TTL_MS)
-            older = {_str(f): v for f, v in r.hgetall(reg).items() if int(f) < batch}
-        except redis.RedisError as exc:
+            with redis_errors("recording the batch's idempotency markers", spec):
+                r = client(spec)
+                r.hset(reg, str(batch), json.dumps(markers))
+                r.pexpire(reg, MARKER_TTL_MS)
+                older = {text(f): v for f, v in r.hgetall(reg).items() if int(f) < batch}
+        except EventBusError as exc:
             log.warning("spark-eventbus sink: could not record batch %d's markers (%s); they "
-                        "expire within 7 days.", batch,
-                        translate(exc, "recording markers", spec.secrets))
+                        "expire within 7 days.", batch, exc)
             return
-        if older:
-            self._delete_markers(sorted({k for v in older.values() for k in json.loads(v)}))
-            with contextlib.suppress(redis.RedisError):  # else pruned at the next commit
-                client(spec).hdel(reg, *older)
+        if older and self._delete_markers(sorted({k for v in older.values()
+                                                  for k in json.loads(v)})):
+            self._try(lambda r: r.hdel(reg, *older))  # else pruned at the next commit
 
-    def _delete_markers(self, keys: list[str]) -> None:
-        spec = _spec(self.opts)
-        try:
+    def _delete_markers(self, keys: list[str]) -> bool:
+        def unlink(r: Any) -> None:
             for i in range(0, len(keys), 500):
-                client(spec).unlink(*keys[i:i + 500])
-        except redis.RedisError as exc:
-            # The batch is committed; the markers expire on their own (MARKER_TTL_MS).
+                r.unlink(*keys[i:i + 500])
+        return self._try(unlink)
+
+    def _try(self, op: Any) -> bool:
+        """Pruning after a commit: the batch is committed whatever happens here; markers left
+        behind expire on their own (MARKER_TTL_MS)."""
+        spec = self.opts.connection
+        try:
+            with redis_errors("pruning idempotency markers", spec):
+                op(client(spec))
+            return True
+        except EventBusError as exc:
             log.warning("spark-eventbus sink: could not prune idempotency markers (%s); they "
-                        "expire within 7 days.", translate(exc, "pruning markers", spec.secrets))
+                        "expire within 7 days.", exc)
+            return False
 
 
 class EventBusStreamWriter(_SinkBase, DataSourceStreamArrowWriter):

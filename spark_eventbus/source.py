@@ -11,9 +11,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from .decoding import output_schema, parse_value_schema
 from .encoding import EncodingPlan, plan_encoding
 from .options import SinkOptions, parse_reader_options, parse_sink_options
-from .schema import output_schema, parse_value_schema
 
 
 class EventBusDataSource(DataSource):
@@ -37,12 +37,12 @@ class EventBusDataSource(DataSource):
         return output_schema(vs, fields_binary=opts.fields_binary)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from .reader import EventBusBatchReader
+        from .batch_reader import EventBusBatchReader
 
         return EventBusBatchReader(parse_reader_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from .reader import EventBusStreamReader
+        from .stream_reader import EventBusStreamReader
 
         return EventBusStreamReader(parse_reader_options(self.options, streaming=True), schema)
 

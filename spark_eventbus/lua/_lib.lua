@@ -1,4 +1,4 @@
--- Helpers prepended to every spark-eventbus script (see commands.py: Scripts).
+-- Helpers prepended to every spark-eventbus script (see redisio/scripts.py).
 
 -- Compare two stream IDs as (ms, seq) integer pairs; strings of digits of any length.
 local function numcmp(x, y)

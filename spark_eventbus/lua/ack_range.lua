@@ -1,6 +1,6 @@
 -- Ack this consumer's pending entries in [first, last] (one claimed chunk). Reads the IDs from
 -- the consumer's PEL, not the stream, so entries deleted since the claim are acked too.
--- Bounded by the chunk size (<= 10k entries): XPENDING ~1 us/ID + XACK ~0.3 us/ID.
+-- Bounded by the claimed range (<= one claim chunk), read in pages of 1,000 PEL entries.
 --
 -- KEYS[1] stream; ARGV[1] group, ARGV[2] consumer, ARGV[3] first, ARGV[4] last
 -- Returns the number of entries acked.

@@ -6,8 +6,8 @@
 -- ARGV[1] group, ARGV[2] consumer, ARGV[3] count, ARGV[4] run, ARGV[5] seq,
 -- ARGV[6] stop after this ID ('' = no bound; Trigger.AvailableNow), ARGV[7] 'fail' | 'skip',
 -- ARGV[8] '1': also return the claimed IDs as RESP bulk strings ('$<len>\r\n<id>\r\n' each, in
--- any order), so the ack after commit is a plain XACK of them (~0.5 us/ID of Redis CPU) instead
--- of ack_range (~1.3 us/ID).
+-- any order), so the ack after commit is a plain XACK of them instead of ack_range (which reads
+-- the PEL back; the README's benchmark section compares the two).
 -- Returns {status, first, last, n, lost_after, lost_before, lost_count, ids}; status is ok, empty,
 -- done, loss or nogroup. lost_* describe entries deleted or trimmed before the group read them:
 -- IDs after lost_after and before lost_before ('' = unknown, '(' prefix = up to and including),

@@ -1,4 +1,4 @@
--- Write one chunk of entries to a stream, at most once per marker (DESIGN §4), then trim.
+-- Write one chunk of entries to a stream, at most once per marker, then trim.
 -- Atomic: a retried or speculative task attempt either finds the marker and adds nothing, or
 -- adds the whole chunk and the marker together.
 --

@@ -34,7 +34,7 @@ def produce(r: redis.Redis, stream: str, n: int, start: int = 0, *,
 def driver_reader(url: str, stream: str, group: str, **extra: str) -> Any:
     """The streaming reader's driver half, to call ``initialOffset``/``latestOffset`` directly."""
     from spark_eventbus.options import parse_reader_options
-    from spark_eventbus.reader import EventBusStreamReader
+    from spark_eventbus.stream_reader import EventBusStreamReader
 
     opts = parse_reader_options({"url": url, "stream": stream, "group": group,
                                  "startingPosition": "earliest", **extra}, streaming=True)

@@ -16,7 +16,7 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from spark_eventbus import DataLossError, StreamId
 from spark_eventbus.offsets import BatchOffset, StreamBatch
-from spark_eventbus.reader import EventBusStreamReader
+from spark_eventbus.stream_reader import EventBusStreamReader
 from tests.integration.helpers import (
     checkpoint,
     driver_reader,
@@ -207,17 +207,16 @@ def test_committed_batch_whose_ack_was_lost_is_acked_by_the_next_driver(redis_se
 def test_committed_chunks_are_acked_by_their_claimed_ids_with_fallbacks(own_redis, names,
                                                                         monkeypatch):
     """Chunks whose IDs the claim returned are acked with plain XACKs (no XPENDING); chunks
-    beyond the ID cache budget, and cached chunks whose XACK hits a dead connection, are
-    acked with ack_range. Either way nothing stays pending."""
-    from spark_eventbus import commands
-    from spark_eventbus.commands import StreamOps
-    from spark_eventbus.connection import ConnectionSpec
+    beyond the ID cache budget are acked with ack_range; a cached chunk whose XACK hits a dead
+    connection is acked through the client's retries. Either way nothing stays pending."""
+    from spark_eventbus.redisio import ConnectionSpec, ConsumerOps
+    from spark_eventbus.redisio import group as commands
 
     own_redis.start()
     r = own_redis.client()
     produce(r, names["stream"], 4_000)
     r.xgroup_create(names["stream"], names["group"], "0")
-    ops = StreamOps(ConnectionSpec(own_redis.url), names["stream"], names["group"], "c",
+    ops = ConsumerOps(ConnectionSpec(own_redis.url), names["stream"], names["group"], "c",
                     cache_ack_ids=True)
     monkeypatch.setattr(commands, "ACK_ID_CACHE_BYTES", 1)  # only the first claim is cached
     chunks = [ops.claim(1_000, "run", 1, None, True).chunk for _ in range(3)]

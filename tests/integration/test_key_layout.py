@@ -213,12 +213,13 @@ def test_second_live_query_on_one_consumer_is_refused_naming_the_option(
 
 HOLDER = textwrap.dedent("""
     import sys, time
-    import spark_eventbus.reader as reader_mod
+    import spark_eventbus.lease as lease_mod
     from spark_eventbus.options import parse_reader_options
-    reader_mod.LEASE_TTL_MS, reader_mod.LEASE_RENEW_S = 4000, 1.0  # a short lease, renewed
+    from spark_eventbus.stream_reader import EventBusStreamReader
+    lease_mod.LEASE_TTL_MS, lease_mod.LEASE_RENEW_S = 4000, 1.0  # a short lease, renewed
     opts = parse_reader_options({"url": sys.argv[1], "stream": sys.argv[2], "group": sys.argv[3],
                                  "startingPosition": "earliest"}, streaming=True)
-    reader = reader_mod.EventBusStreamReader(opts, None)
+    reader = EventBusStreamReader(opts, None)
     print(reader.initialOffset()["run"], flush=True)
     time.sleep(600)
 """)
@@ -271,6 +272,6 @@ def test_a_killed_holder_keeps_another_query_out_only_until_its_lease_expires(
     assert 0 < r.pttl(key) <= 4000  # the killed driver's lease is still there ...
     successor = driver_reader(redis_server.url, stream, group)
     successor.initialOffset()  # ... and the successor waits for it to expire, then starts
-    assert r.get(key).decode().split(" ")[1] == successor.state.owner
+    assert r.get(key).decode().split(" ")[1] == successor.driver.lease.owner
     successor.stop()
     assert r.exists(key) == 0

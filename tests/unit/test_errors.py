@@ -9,8 +9,8 @@ from spark_eventbus.errors import (
     NotAStreamError,
     RedisCommandError,
     redact,
-    translate,
 )
+from spark_eventbus.redisio import translate
 
 
 def test_redact_removes_url_passwords_and_literal_secrets():

@@ -7,6 +7,7 @@ from urllib.parse import unquote
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from redis.crc import key_slot as redis_py_key_slot
 
 from spark_eventbus.keys import (
     derived_key,
@@ -36,9 +37,11 @@ TRICKY = [
 KNOWN_SLOTS = {"somekey": 11058, "foo{hash_tag}": 2515, "foo": 12182, "bar": 5061}
 
 
-def test_slot_computation_matches_redis_documentation():
+def test_slot_computation_matches_redis_documentation_and_redis_py():
     for key, slot in KNOWN_SLOTS.items():
         assert key_slot(key) == slot
+    for key in TRICKY:
+        assert key_slot(key) == redis_py_key_slot(key.encode()), key
     assert key_slot("{user1000}.following") == key_slot("{user1000}.followers")
 
 

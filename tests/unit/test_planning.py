@@ -2,13 +2,20 @@ from __future__ import annotations
 
 import itertools
 
-from spark_eventbus.offsets import BatchOffset, Chunk, StreamBatch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spark_eventbus.offsets import BatchOffset, ClaimedRange, StreamBatch
 from spark_eventbus.planning import (
     MAX_CLAIM_CHUNK,
+    UNBOUNDED_GRANT,
     claim_chunk_size,
+    first_claim_allowance,
+    preclaim_allowance,
     share_budget,
     split_id_range,
     split_partitions,
+    stream_grants,
 )
 
 
@@ -30,7 +37,8 @@ def test_share_budget_is_fair_and_reassigns_what_a_consumer_cannot_take():
 
 
 def test_split_partitions_balances_by_count_and_keeps_every_entry():
-    chunks = tuple(Chunk(f"{i}-0", f"{i}-9", n) for i, n in enumerate([500, 500, 300, 200, 100]))
+    sizes = [500, 500, 300, 200, 100]
+    chunks = tuple(ClaimedRange(f"{i}-0", f"{i}-9", n) for i, n in enumerate(sizes))
     reclaimed = tuple((f"0-{i}", 2) for i in range(10))
     batch = StreamBatch(chunks, reclaimed)
     slices = split_partitions("s", batch, 2)
@@ -43,14 +51,14 @@ def test_split_partitions_balances_by_count_and_keeps_every_entry():
 
 
 def test_split_partitions_orders_chunks_by_id_not_text():
-    chunks = (Chunk("10-0", "10-5", 5), Chunk("9-0", "9-5", 5))
+    chunks = (ClaimedRange("10-0", "10-5", 5), ClaimedRange("9-0", "9-5", 5))
     (only,) = split_partitions("s", StreamBatch(chunks), 1)
     assert [c.first for c in only.chunks] == ["9-0", "10-0"]
 
 
 def test_empty_batch_has_no_partitions_and_fewer_chunks_than_partitions_is_fine():
     assert split_partitions("s", StreamBatch(), 4) == []
-    assert len(split_partitions("s", StreamBatch((Chunk("1-0", "1-1", 2),)), 4)) == 1
+    assert len(split_partitions("s", StreamBatch((ClaimedRange("1-0", "1-1", 2),)), 4)) == 1
 
 
 def test_split_id_range_covers_the_range_without_overlap():
@@ -61,8 +69,8 @@ def test_split_id_range_covers_the_range_without_overlap():
 
 
 def test_offsets_round_trip_with_a_fixed_key_order():
-    off = BatchOffset("run1", 3, {"b": StreamBatch((Chunk("1-0", "2-0", 2),), (("0-5", 3),)),
-                                  "a": StreamBatch((Chunk("3-0", "3-0", 1),))})
+    off = BatchOffset("run1", 3, {"b": StreamBatch((ClaimedRange("1-0", "2-0", 2),), (("0-5", 3),)),
+                                  "a": StreamBatch((ClaimedRange("3-0", "3-0", 1),))})
     js = off.to_json()
     assert list(js) == ["v", "run", "seq", "streams"]
     assert list(js["streams"]) == ["a", "b"]
@@ -73,3 +81,50 @@ def test_offsets_round_trip_with_a_fixed_key_order():
 
 def test_offsets_accept_lua_empty_arrays_encoded_as_objects():
     assert StreamBatch.from_json({"chunks": [["1-0", "1-1", 2]], "reclaimed": {}}).count == 2
+
+
+# -- the claim budget ------------------------------------------------------------------------
+
+
+def test_first_claim_is_capped_to_one_chunk_per_partition_per_stream():
+    # 100k per trigger, 2 partitions, 1 stream: chunks of 2,000 -> at most 4,000 at once
+    assert first_claim_allowance(100_000, 0, False, 2, 1) == 4_000
+    assert first_claim_allowance(100_000, 0, False, 2, 3) == 12_000
+    # small batches: never more than what is left of the budget
+    assert first_claim_allowance(1_000, 0, False, 2, 1) == 1_000
+    assert first_claim_allowance(1_000, 800, False, 2, 1) == 200
+    assert first_claim_allowance(1_000, 1_500, False, 2, 1) == 0
+
+
+def test_first_claim_ships_an_interrupted_preclaim_as_it_is():
+    assert first_claim_allowance(100_000, 2_000, True, 2, 1) == 0
+    assert first_claim_allowance(None, 2_000, True, 2, 1) == 0
+    # interrupted but nothing planned: the quick start applies
+    assert first_claim_allowance(100_000, 0, True, 2, 1) == 4_000
+
+
+def test_unbounded_batches_claim_everything():
+    assert first_claim_allowance(None, 0, False, 2, 1) is None
+    assert first_claim_allowance(None, 5_000, False, 2, 1) is None
+    assert stream_grants(None, 3) == [UNBOUNDED_GRANT] * 3
+
+
+def test_preclaim_tops_up_to_the_budget_or_one_default_batch():
+    assert preclaim_allowance(10_000, 100_000, 2_000) == 8_000
+    assert preclaim_allowance(None, 100_000, 2_000) == 98_000
+    assert preclaim_allowance(1_000, 100_000, 1_000) == 0
+
+
+@given(st.integers(0, 10**6), st.integers(1, 20))
+def test_property_stream_grants_share_exactly_the_budget(left, streams):
+    grants = stream_grants(left, streams)
+    assert len(grants) == streams
+    assert sum(grants) == left
+    assert max(grants) - min(grants) <= max(1, left // streams)
+
+
+@given(st.integers(1, 10**6), st.integers(0, 2 * 10**6), st.booleans(), st.integers(1, 64),
+       st.integers(1, 16))
+def test_property_first_claim_never_exceeds_the_budget(budget, used, interrupted, parts, streams):
+    allowed = first_claim_allowance(budget, used, interrupted, parts, streams)
+    assert allowed is not None and 0 <= allowed <= max(0, budget - used)

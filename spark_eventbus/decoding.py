@@ -1,4 +1,5 @@
-"""Output schema, ``valueSchema`` parsing and Arrow record-batch building (executor side).
+"""The reader's decoder: the output schema, ``valueSchema`` parsing, and stream entries →
+Arrow record batches (executor side).
 
 ``valueSchema`` accepts a DDL string (``"order_id BIGINT, amount DOUBLE"``) or a Spark schema
 as JSON (``StructType.json()``). DDL is parsed here in pure Python because the data source's

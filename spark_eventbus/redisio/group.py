@@ -1,8 +1,7 @@
-"""The Redis command layer: one method per operation, Lua scripts loaded by name.
-
-Everything here runs on the driver unless its docstring says otherwise, talks to one stream of
-one consumer group, and translates redis-py errors into :mod:`spark_eventbus.errors`.
-"""
+"""Consumer-group operations of one consumer on one stream: group creation, the consumer
+lease, claim plans, claims (``lua/claim.lua``), reclaims (``lua/reclaim.lua``), acks, and group
+stats. Driver side. Every method translates Redis errors (:func:`redis_errors`) naming the
+stream and group."""
 
 from __future__ import annotations
 
@@ -10,50 +9,27 @@ import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
-import redis
-from redis.commands.core import Script
+from ..errors import EventBusConnectionError
+from ..ids import StreamId
+from ..keys import lease_key, plan_key
+from ..offsets import ClaimedRange, StreamBatch
+from .boundary import ResponseError, redis_errors
+from .client import ConnectionSpec, client
+from .scripts import run_script
+from .streams import ACK_CHUNK, key_type, send_packed, stream_exists, text
 
-from .connection import ConnectionSpec, client
-from .errors import NotAStreamError, translate
-from .ids import StreamId
-from .keys import lease_key, plan_key
-from .offsets import Chunk, StreamBatch
-
-_SCRIPT_NAMES = ("claim", "reclaim", "ack_range", "lease")
-
-# IDs of claimed chunks kept on the driver (RESP-encoded, ~22 bytes each) so that acking a
-# committed chunk is one plain XACK of its IDs: ~0.5 us/ID of Redis CPU instead of ~1.3 us/ID
-# for ack_range (XPENDING + XACK inside Lua), measured on Redis 7.0. Chunks beyond this budget,
-# and chunks of plans left by an earlier driver, are acked with ack_range.
+# IDs of claimed ranges kept on the driver (RESP-encoded, ~22 bytes each) so that acking a
+# committed range is one plain XACK of its IDs instead of ack_range (XPENDING + XACK in Lua).
+# Ranges beyond this budget, and ranges of plans left by an earlier driver, use ack_range.
 ACK_ID_CACHE_BYTES = 64 * 1024 * 1024
-
-
-def _script_text(name: str) -> str:
-    lua = resources.files("spark_eventbus") / "lua"
-    return (lua / "_lib.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def stream_exists(r: redis.Redis, key: str, fix: str = "") -> bool:
-    """True for a stream, False for a missing key; any other type raises
-    :class:`NotAStreamError` — spark-eventbus never overwrites it (``fix`` ends the message)."""
-    kind = _s(r.type(key))
-    if kind not in ("stream", "none"):
-        raise NotAStreamError(f"key {key!r} holds a {kind}, not a stream; spark-eventbus never "
-                              f"overwrites it.{' ' + fix if fix else ''}")
-    return kind == "stream"
 
 
 @dataclass(frozen=True)
 class ClaimResult:
     status: str  # ok, empty, done, loss, nogroup
-    chunk: Chunk | None
+    chunk: ClaimedRange | None
     lost_after: str  # entries after this ID ...
     lost_before: str  # ... and before this one ('' unknown; '(' prefix: up to and including)
     lost_count: int  # -1: unknown
@@ -74,8 +50,8 @@ class GroupStats:
     last_delivered: str | None
 
 
-class StreamOps:
-    """Operations on one stream for one group/consumer."""
+class ConsumerOps:
+    """Operations of one consumer (of one group) on one stream."""
 
     def __init__(self, spec: ConnectionSpec, stream: str, group: str, consumer: str,
                  cache_ack_ids: bool = False) -> None:
@@ -86,11 +62,8 @@ class StreamOps:
         self.plan_key = plan_key(stream, group, consumer)
         self.lease_key = lease_key(stream, group, consumer)
         self.redis = client(spec)
-        self._scripts: dict[str, Script] = {
-            name: self.redis.register_script(_script_text(name)) for name in _SCRIPT_NAMES
-        }
         self.cache_ack_ids = cache_ack_ids
-        self._ack_ids: dict[Chunk, bytes] = {}  # claimed chunk -> its IDs, RESP bulk strings
+        self._ack_ids: dict[ClaimedRange, bytes] = {}  # claimed chunk -> its IDs, RESP bulk strings
         self._ack_ids_bytes = 0
         stream_b, group_b = stream.encode(), group.encode()
         self._xack_args = (b"$%d\r\n%s\r\n$%d\r\n%s\r\n"
@@ -98,11 +71,8 @@ class StreamOps:
 
     @contextmanager
     def _errors(self, what: str) -> Iterator[None]:
-        try:
+        with redis_errors(f"{what} (stream {self.stream!r}, group {self.group!r})", self.spec):
             yield
-        except redis.RedisError as exc:
-            raise translate(exc, f"{what} (stream {self.stream!r}, group {self.group!r}, "
-                                 f"url {self.spec.display})", self.spec.secrets) from exc
 
     # -- setup ---------------------------------------------------------------------------------
 
@@ -117,7 +87,7 @@ class StreamOps:
             if stream_exists(self.redis, self.stream,
                              f"Server: {self.spec.display}. Choose another 'stream' option."):
                 for g in self.redis.xinfo_groups(self.stream):
-                    if _s(g["name"]) == self.group:
+                    if text(g["name"]) == self.group:
                         return False
             args: list[Any] = ["XGROUP", "CREATE", self.stream, self.group]
             pos = starting_position
@@ -132,7 +102,7 @@ class StreamOps:
                 args.append("MKSTREAM")
             try:
                 self.redis.execute_command(*args)
-            except redis.ResponseError as exc:
+            except ResponseError as exc:
                 if "BUSYGROUP" in str(exc):  # another query created it meanwhile
                     return False
                 if "ENTRIESREAD" in str(exc) or "syntax" in str(exc).lower():
@@ -143,13 +113,13 @@ class StreamOps:
             return True
 
     def _before_first_entry(self) -> tuple[str, int]:
-        if _s(self.redis.type(self.stream)) == "none":
+        if key_type(self.redis, self.stream) == "none":
             return "0", 0
         info = self.redis.xinfo_stream(self.stream)
         first = info.get("first-entry")
         if not first:
             # Empty stream: everything after the last generated ID is new.
-            return _s(info["last-generated-id"]), int(info.get("entries-added", 0))
+            return text(info["last-generated-id"]), int(info.get("entries-added", 0))
         first_id = StreamId.parse(first[0])
         added = info.get("entries-added")
         read = int(added) - int(info["length"]) if added is not None else 0
@@ -164,9 +134,9 @@ class StreamOps:
         or ``lost``; holder is ``'<run> <owner>'`` of the query that has it.
         """
         with self._errors("checking the consumer lease"):
-            status, holder, pttl = self._scripts["lease"](
-                keys=[self.lease_key], args=[mode, run, owner, ttl_ms])
-        return _s(status), _s(holder), int(pttl)
+            status, holder, pttl = run_script(self.redis, "lease", [self.lease_key],
+                                              [mode, run, owner, ttl_ms])
+        return text(status), text(holder), int(pttl)
 
     # -- claim plan ----------------------------------------------------------------------------
 
@@ -185,7 +155,7 @@ class StreamOps:
         """Plans of batches Spark has committed (seq <= ``committed_seq``), by field."""
         with self._errors("reading claim plans"):
             raw = self.redis.hgetall(self.plan_key)
-        return {_s(f): json.loads(v) for f, v in raw.items() if int(f) <= committed_seq}
+        return {text(f): json.loads(v) for f, v in raw.items() if int(f) <= committed_seq}
 
     def drop_plans(self, fields: Iterable[str]) -> None:
         """Delete plans: the offsets in Spark's checkpoint cover those batches now."""
@@ -199,12 +169,11 @@ class StreamOps:
         """One atomic XREADGROUP > of at most ``count`` entries, recorded in the plan."""
         keep_ids = self.cache_ack_ids and self._ack_ids_bytes < ACK_ID_CACHE_BYTES
         with self._errors("claiming new entries"):
-            res = self._scripts["claim"](
-                keys=[self.stream, self.plan_key],
-                args=[self.group, self.consumer, count, run, str(seq), stop_after or "",
-                      "fail" if fail_on_loss else "skip", "1" if keep_ids else "0"])
-        status, first, last, n, lost_after, lost_before, lost_count = (_s(x) for x in res[:7])
-        chunk = Chunk(first, last, int(n)) if status == "ok" else None
+            res = run_script(self.redis, "claim", [self.stream, self.plan_key],
+                             [self.group, self.consumer, count, run, str(seq), stop_after or "",
+                              "fail" if fail_on_loss else "skip", "1" if keep_ids else "0"])
+        status, first, last, n, lost_after, lost_before, lost_count = (text(x) for x in res[:7])
+        chunk = ClaimedRange(first, last, int(n)) if status == "ok" else None
         if chunk is not None and keep_ids and res[7]:
             self._ack_ids[chunk] = res[7]
             self._ack_ids_bytes += len(res[7])
@@ -216,13 +185,14 @@ class StreamOps:
         """One atomic XAUTOCLAIM pass of at most ``count`` entries (scans <= 10x that) into the
         plan of batch ``seq``; entries of plans ``>= protect_from`` are never taken."""
         with self._errors("reclaiming idle entries"):
-            res = self._scripts["reclaim"](
-                keys=[self.stream, self.plan_key, dead_letter_stream or self.stream],
-                args=[self.group, self.consumer, min_idle_ms, cursor, count, run, str(seq),
-                      max_deliveries, protect_from])
+            res = run_script(self.redis, "reclaim",
+                             [self.stream, self.plan_key, dead_letter_stream or self.stream],
+                             [self.group, self.consumer, min_idle_ms, cursor, count, run,
+                              str(seq), max_deliveries, protect_from])
         next_cursor, flat, dead, deleted = res
-        taken = tuple((_s(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2))
-        return ReclaimResult(_s(next_cursor), taken, int(dead), tuple(_s(d) for d in deleted))
+        taken = tuple((text(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2))
+        return ReclaimResult(text(next_cursor), taken, int(dead),
+                             tuple(text(d) for d in deleted))
 
     # -- acks ----------------------------------------------------------------------------------
 
@@ -240,58 +210,45 @@ class StreamOps:
         with self._errors("acking committed entries"):
             pipe = self.redis.pipeline(transaction=False)
             for chunk in rest:
-                self._scripts["ack_range"](keys=[self.stream],
-                                           args=[self.group, self.consumer, chunk.first,
-                                                 chunk.last], client=pipe)
+                run_script(self.redis, "ack_range", [self.stream],
+                           [self.group, self.consumer, chunk.first, chunk.last], pipe)
             ids = [i for i, _ in batch.reclaimed]
-            for k in range(0, len(ids), 1000):
-                pipe.xack(self.stream, self.group, *ids[k:k + 1000])
+            for k in range(0, len(ids), ACK_CHUNK):
+                pipe.xack(self.stream, self.group, *ids[k:k + ACK_CHUNK])
             for n in pipe.execute():
                 acked += int(n)
         return acked
 
-    def _xack_known(self, chunks: list[Chunk]) -> int | None:
-        """One pipelined round trip of ``XACK stream group <ids>`` per chunk, packed here from
-        the RESP the claim script returned (no per-ID work in Python). The chunks leave the
-        cache either way; None on a connection error: ``ack`` then acks them with ack_range
-        (through the client's retries; acks are idempotent)."""
+    def _xack_known(self, chunks: list[ClaimedRange]) -> int | None:
+        """One pipelined round trip of ``XACK stream group <ids>`` per range, packed here from
+        the RESP the claim script returned (no per-ID work in Python), through the client's
+        retries. The ranges leave the cache either way; None when Redis stays unreachable:
+        ``ack`` then acks them with ack_range (acks are idempotent)."""
         head = b"*%d\r\n$4\r\nXACK\r\n" + self._xack_args
         packed = [head % (c.count + 3) + self._ack_ids[c] for c in chunks]
-        pool = self.redis.connection_pool
-        conn = pool.get_connection()
         for c in chunks:
             self._ack_ids_bytes -= len(self._ack_ids.pop(c))
-        acked = 0
         try:
-            conn.send_packed_command(packed)
-            for _ in chunks:
-                acked += int(conn.read_response())
-        except (redis.ConnectionError, redis.TimeoutError):
-            conn.disconnect()
+            with self._errors("acking committed entries"):
+                replies = send_packed(self.redis, packed)
+        except EventBusConnectionError:
             return None
-        except redis.RedisError as exc:
-            conn.disconnect()
-            raise translate(exc, f"acking committed entries (stream {self.stream!r}, group "
-                                 f"{self.group!r}, url {self.spec.display})",
-                            self.spec.secrets) from exc
-        finally:
-            pool.release(conn)
-        return acked
+        return sum(int(n) for n in replies)
 
     # -- progress ------------------------------------------------------------------------------
 
     def last_generated_id(self) -> str | None:
         with self._errors("reading stream info"):
-            if _s(self.redis.type(self.stream)) == "none":
+            if key_type(self.redis, self.stream) == "none":
                 return None
-            return _s(self.redis.xinfo_stream(self.stream)["last-generated-id"])
+            return text(self.redis.xinfo_stream(self.stream)["last-generated-id"])
 
     def stats(self) -> GroupStats:
         """Lag and pending of the group (``XINFO GROUPS``); ``None`` where Redis does not know."""
         with self._errors("reading group info"):
             for g in self.redis.xinfo_groups(self.stream):
-                if _s(g["name"]) == self.group:
+                if text(g["name"]) == self.group:
                     lag = g.get("lag")
                     return GroupStats(int(g["pending"]), None if lag is None else int(lag),
-                                      _s(g["last-delivered-id"]))
+                                      text(g["last-delivered-id"]))
         return GroupStats(None, None, None)

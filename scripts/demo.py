@@ -1,4 +1,5 @@
-"""``make demo``: sample orders through the pipe job into parquet, with dead letters.
+"""``make demo`` (runs from a checkout: it reads ``conf/``): sample orders through the pipe job
+into parquet, with dead letters.
 
 Uses the Redis at ``$EVENTBUS_URL`` (default ``redis://localhost:6379/0``); when nothing
 answers there, starts a throwaway local ``redis-server`` (AOF on, ``conf/redis.conf``) on that
@@ -23,7 +24,7 @@ from urllib.parse import urlparse
 
 import redis
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent  # the repository: scripts/demo.py
 
 
 def _answers(url: str) -> bool:

@@ -1,7 +1,8 @@
-"""Redis clients: built from options, cached per process, retried with capped backoff.
+"""Redis clients: the one place they are made. Built from a picklable :class:`ConnectionSpec`,
+cached per process, retried with capped exponential backoff and jitter (redis-py ``Retry``).
 
 A redis client does not pickle, so Spark-side objects carry a :class:`ConnectionSpec` (plain
-strings) and call :func:`client` where they run; each Python worker keeps one client per spec.
+strings) and call :func:`client` where they run; each Python process keeps one client per spec.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ import redis
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 
-from .errors import redact
+from ..errors import redact
 
-_RETRIES = 6  # with 50 ms .. 2 s backoff: rides over a Redis restart of a few seconds
+Redis = redis.Redis  # the client type other modules annotate with
+
+# With 50 ms .. 2 s backoff, six tries ride over a Redis restart of a few seconds.
+_RETRIES = 6
 
 
 @dataclass(frozen=True)
@@ -33,10 +37,6 @@ class ConnectionSpec:
     def display(self) -> str:
         """The URL with any password removed, for messages."""
         return redact(self.url, self.secrets)
-
-
-_clients: dict[ConnectionSpec, redis.Redis] = {}
-_lock = threading.Lock()
 
 
 def new_client(spec: ConnectionSpec) -> redis.Redis:
@@ -58,10 +58,24 @@ def new_client(spec: ConnectionSpec) -> redis.Redis:
     return redis.Redis.from_url(spec.url, **kwargs)
 
 
-def client(spec: ConnectionSpec) -> redis.Redis:
-    """The cached client of this process for ``spec``."""
+def _raw_replies(r: redis.Redis) -> redis.Redis:
+    # XRANGE replies as hiredis gives them (lists of [id, [field, value, ...]]), not dicts:
+    # the executors build Arrow columns from them directly.
+    r.set_response_callback("XRANGE", lambda reply, **kw: reply)
+    return r
+
+
+_clients: dict[tuple[ConnectionSpec, bool], redis.Redis] = {}
+_lock = threading.Lock()
+
+
+def client(spec: ConnectionSpec, *, raw_xrange: bool = False) -> redis.Redis:
+    """The cached client of this process for ``spec``. ``raw_xrange=True`` gives a separate
+    client whose XRANGE replies stay raw (never the shared one: its callbacks stay default)."""
+    key = (spec, raw_xrange)
     with _lock:
-        c = _clients.get(spec)
+        c = _clients.get(key)
         if c is None:
-            c = _clients[spec] = new_client(spec)
+            c = new_client(spec)
+            _clients[key] = _raw_replies(c) if raw_xrange else c
         return c

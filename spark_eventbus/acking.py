@@ -1,5 +1,5 @@
 """``AckingBatchWriter``: the foreachBatch writer that acks what it handled and dead-letters
-what it could not (DESIGN §3).
+what it could not.
 
 The writer object runs on the driver (Spark calls it once per micro-batch); acks and
 dead-letter moves run on the executors, in chunks, through module-level functions that carry
@@ -14,14 +14,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-import redis
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
-from .commands import _script_text
-from .connection import ConnectionSpec, client
-from .errors import ConfigError, EventBusError, translate
-from .options import DEFAULT_URL
+from .errors import ConfigError, EventBusError
+from .options import DEFAULT_URL, check_url
+from .redisio import ConnectionSpec, client, redis_errors, run_script, xack
 
 log = logging.getLogger("spark_eventbus")
 
@@ -82,8 +80,7 @@ class AckingBatchWriter:
         if not isinstance(ack_batch_size, int) or not 1 <= ack_batch_size <= 100_000:
             raise ConfigError(f"ack_batch_size = {ack_batch_size!r} is invalid: use a whole "
                               "number from 1 to 100000.")
-        if not url.startswith(("redis://", "rediss://", "unix://")):
-            raise ConfigError("url is invalid: use redis://host:port/db, rediss://… or unix://…")
+        check_url(url, password, name="url")
         if dead_letter_stream is not None and not dead_letter_stream.strip():
             raise ConfigError("dead_letter_stream is empty: name a stream or pass None.")
         self.handler = handler
@@ -166,24 +163,18 @@ def _chunks_per_stream(rows: Iterator[Row], size: int) -> Iterator[tuple[str, li
 def _ack_partition(spec: ConnectionSpec, group: str, size: int, rows: Iterator[Row]) -> None:
     """Executor: XACK the partition's IDs, one call per ``size`` IDs per stream."""
     r = client(spec)
-    try:
+    with redis_errors("acking handled entries", spec):
         for stream, chunk in _chunks_per_stream(rows, size):
-            r.xack(stream, group, *[row["id"] for row in chunk])
-    except redis.RedisError as exc:
-        raise translate(exc, f"acking handled entries at {spec.display}", spec.secrets) from exc
+            xack(r, stream, group, [row["id"] for row in chunk], per_call=size)
 
 
 def _dead_letter_partition(spec: ConnectionSpec, group: str, dlq: str, size: int,
                            rows: Iterator[Row]) -> None:
     """Executor: move malformed entries to ``dlq`` and ack them, one Lua call per chunk."""
     r = client(spec)
-    script = r.register_script(_script_text("dead_letter"))
-    try:
+    with redis_errors(f"dead-lettering entries to {dlq!r}", spec):
         for stream, chunk in _chunks_per_stream(rows, size):
             args: list[str] = [group]
             for row in chunk:
                 args += [row["id"], row["reason"], row["deliveries"] or ""]
-            script(keys=[stream, dlq], args=args)
-    except redis.RedisError as exc:
-        raise translate(exc, f"dead-lettering entries to {dlq!r} at {spec.display}",
-                        spec.secrets) from exc
+            run_script(r, "dead_letter", [stream, dlq], args)

@@ -1,0 +1,122 @@
+"""Driver side: the consumer lease — one live query per (stream, group, consumer).
+
+Two live queries with one consumer would share its pending entries and claim plan. A query
+takes a lease on each of its streams before its first claim (``lua/lease.lua``), renews it from
+a heartbeat thread, and gives it back when it stops. A query that finds the lease held waits up
+to :data:`LEASE_TTL_MS` before deciding: a holder that was killed lets it expire, a live one
+renews it (the query is then refused, naming option ``consumer``). A driver restarted from the
+same checkpoint (same run) takes its lease over at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+
+from .errors import ConfigError, EventBusError
+from .redisio import ConsumerOps
+
+log = logging.getLogger("spark_eventbus")
+
+# A live query renews every LEASE_RENEW_S; a query killed with kill -9 keeps a successor with
+# another checkpoint out for at most LEASE_TTL_MS.
+LEASE_TTL_MS = 15_000
+LEASE_RENEW_S = LEASE_TTL_MS / 3000
+
+
+class ConsumerLease:
+    """The leases of one query's consumer on each of its streams (driver process)."""
+
+    def __init__(self, ops: Mapping[str, ConsumerOps], group: str, consumer: str) -> None:
+        self.ops = ops
+        self.group = group
+        self.consumer = consumer
+        self.owner = uuid.uuid4().hex[:12]  # this driver process
+        self.run: str | None = None  # the run whose leases are held
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lost: EventBusError | None = None  # set by the heartbeat
+
+    def hold(self, run: str) -> None:
+        """Before any claim: take the lease on every stream, or raise :class:`ConfigError`
+        naming option ``consumer``. Idempotent per run; raises if another query took over."""
+        if self._lost is not None:
+            raise self._lost
+        if self.run == run:
+            return
+        taken: list[ConsumerOps] = []
+        for name, op in self.ops.items():
+            status, holder, _ = self._acquire(op, run)
+            if status == "held":
+                for done in taken:
+                    self._give_back(done, run)
+                raise ConfigError(
+                    f"option 'consumer' = {self.consumer!r} of group {self.group!r} on stream "
+                    f"{name!r} is in use by another running query (checkpoint run "
+                    f"{holder.split(' ')[0]}); two live queries with one consumer would share "
+                    "its pending entries and claim plan. Give each concurrent query its own "
+                    ".option('consumer', …), or stop the other query. (It renewed its lease "
+                    f"while this query waited {LEASE_TTL_MS // 1000} s for it: it is alive.)")
+            if status == "takeover":
+                log.warning("spark-eventbus: taking over consumer %r of group %r on stream %r "
+                            "from an earlier driver of this checkpoint", self.consumer,
+                            self.group, name)
+            taken.append(op)
+        self.run = run
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._renew, name="eventbus-lease",
+                                            daemon=True)
+            self._thread.start()
+
+    def _acquire(self, op: ConsumerOps, run: str) -> tuple[str, str, int]:
+        """Take the lease; while another query holds it, wait up to its TTL: a holder that was
+        killed lets it expire (then it is ours), a live one renews it (then it stays 'held')."""
+        status, holder, pttl = op.lease("acquire", run, self.owner, LEASE_TTL_MS)
+        deadline = time.monotonic() + LEASE_TTL_MS / 1000 + 1
+        while status == "held" and time.monotonic() < deadline:
+            time.sleep(0.25)
+            last = pttl
+            status, holder, pttl = op.lease("acquire", run, self.owner, LEASE_TTL_MS)
+            if status == "held" and pttl > last + 500:
+                break  # renewed: its holder is alive
+        return status, holder, pttl
+
+    def _renew(self) -> None:
+        """Heartbeat: renew until :meth:`release`; record a takeover for :meth:`hold` to raise.
+        Redis errors are retried at the next beat (the lease outlives two missed beats)."""
+        while not self._stop.wait(LEASE_RENEW_S):
+            run = self.run
+            if run is None:
+                continue
+            for name, op in self.ops.items():
+                try:
+                    status, holder, _ = op.lease("renew", run, self.owner, LEASE_TTL_MS)
+                except EventBusError as exc:
+                    log.debug("spark-eventbus: could not renew the consumer lease: %s", exc)
+                    continue
+                if status == "lost":
+                    self._lost = EventBusError(
+                        f"consumer {self.consumer!r} of group {self.group!r} on stream "
+                        f"{name!r} was taken over by another query (checkpoint run "
+                        f"{holder.split(' ')[0]}) while this one was not renewing its lease; "
+                        "this query stops so that the two do not share pending entries. Give "
+                        "each concurrent query its own option 'consumer'.")
+                    return
+
+    def release(self) -> None:
+        """Stop renewing and give every lease back (best effort: they expire on their own)."""
+        self._stop.set()
+        if self._thread is not None:  # wakes at once; a renewal in flight could re-create
+            self._thread.join()       # the lease after the release below
+        if self.run is not None:
+            for op in self.ops.values():
+                self._give_back(op, self.run)
+
+    def _give_back(self, op: ConsumerOps, run: str) -> None:
+        try:
+            op.lease("release", run, self.owner, LEASE_TTL_MS)
+        except EventBusError as exc:
+            log.debug("spark-eventbus: could not release the consumer lease: %s", exc)

@@ -1,0 +1,60 @@
+"""What travels from the driver to the executors: one small picklable type per kind of task.
+
+Spark pickles partitions (and the reader) into every task, so these hold primitives and frozen
+dataclasses only; clients are made where the task runs (:func:`spark_eventbus.redisio.client`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import InputPartition
+
+from .options import ReaderOptions
+from .planning import Slice
+from .redisio import ConnectionSpec
+
+
+@dataclass(frozen=True)
+class ReadSpec:
+    """Everything an executor needs to read and decode entries (no offsets)."""
+
+    conn: ConnectionSpec
+    group: str | None
+    consumer: str | None
+    fields_binary: bool
+    value_field: str
+    value_schema: str | None
+    fail_on_data_loss: bool
+    ack_mode: str
+
+    @classmethod
+    def of(cls, opts: ReaderOptions) -> ReadSpec:
+        return cls(opts.connection, opts.group, opts.consumer_name if opts.group else None,
+                   opts.fields_binary, opts.value_field, opts.value_schema,
+                   opts.fail_on_data_loss, opts.ack_mode)
+
+
+@dataclass(frozen=True)
+class SlicePartition(InputPartition):
+    """Streaming: one task's share of a micro-batch (claimed ranges and reclaimed IDs)."""
+
+    spec: ReadSpec
+    slice: Slice
+
+    def __repr__(self) -> str:
+        return (f"SlicePartition({self.slice.stream!r}, {len(self.slice.chunks)} ranges, "
+                f"{len(self.slice.reclaimed)} reclaimed, {self.slice.count} entries)")
+
+
+@dataclass(frozen=True)
+class RangePartition(InputPartition):
+    """Batch reads: ``XRANGE start end`` of one stream."""
+
+    spec: ReadSpec
+    stream: str
+    start: str
+    end: str
+
+    def __repr__(self) -> str:
+        return f"RangePartition({self.stream!r}, {self.start}..{self.end})"

@@ -1,0 +1,40 @@
+"""The Redis access layer: the only part of spark-eventbus that talks to redis-py.
+
+* :mod:`.client` — :class:`ConnectionSpec` (picklable) and the per-process client cache, with
+  retries; single node today, the one place a cluster client would be made.
+* :mod:`.boundary` — redis-py errors become :mod:`spark_eventbus.errors` here, and only here.
+* :mod:`.scripts` — the ``lua/*.lua`` scripts, loaded once by name, run with EVALSHA.
+* :mod:`.streams` — type checks, paged XRANGE, chunked XACK, packed commands.
+* :mod:`.group` — what one consumer of one group does on one stream (claims, plans, acks).
+"""
+
+from __future__ import annotations
+
+from .boundary import RedisError, ResponseError, redis_errors, translate
+from .client import ConnectionSpec, Redis, client, new_client
+from .group import ClaimResult, ConsumerOps, GroupStats, ReclaimResult
+from .scripts import run_script, script_text
+from .streams import ACK_CHUNK, key_type, stream_exists, text, xack, xrange_pages
+
+__all__ = [
+    "ACK_CHUNK",
+    "ClaimResult",
+    "ConnectionSpec",
+    "ConsumerOps",
+    "GroupStats",
+    "ReclaimResult",
+    "Redis",
+    "RedisError",
+    "ResponseError",
+    "client",
+    "key_type",
+    "new_client",
+    "redis_errors",
+    "run_script",
+    "script_text",
+    "stream_exists",
+    "text",
+    "translate",
+    "xack",
+    "xrange_pages",
+]

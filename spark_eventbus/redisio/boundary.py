@@ -1,0 +1,69 @@
+"""The one boundary where redis-py errors become :mod:`spark_eventbus.errors`.
+
+Use ``with redis_errors("claiming new entries of 'orders'", spec): ...``; every message names
+what was being done and passes through :func:`~spark_eventbus.errors.redact`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+import redis
+
+from ..errors import (
+    ConfigError,
+    EventBusConnectionError,
+    EventBusError,
+    NotAStreamError,
+    RedisCommandError,
+    redact,
+)
+from .client import ConnectionSpec
+
+# What redis-py raises; other modules catch these names instead of importing redis.
+RedisError = redis.RedisError
+ResponseError = redis.ResponseError
+
+
+def translate(exc: BaseException, what: str, secrets: Iterable[str | None] = ()) -> EventBusError:
+    """Map a redis-py error raised while doing ``what`` to an :class:`EventBusError`.
+
+    Use as ``raise translate(exc, "claiming entries of 'orders'", secrets) from exc``.
+    """
+    secrets = list(secrets)
+    detail = redact(f"{type(exc).__name__}: {exc}", secrets)
+    what = redact(what, secrets)
+    if isinstance(exc, EventBusError):
+        return exc
+    if isinstance(exc, redis.AuthenticationError | redis.exceptions.AuthorizationError):
+        return ConfigError(
+            f"Redis refused the credentials while {what} ({detail}); "
+            "check the 'url' user and the 'password' option."
+        )
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+        return EventBusConnectionError(
+            f"Redis did not answer while {what} ({detail}); check that the server at option "
+            "'url' is running and reachable from the driver and every executor."
+        )
+    if isinstance(exc, redis.ResponseError):
+        text = str(exc)
+        if text.startswith("WRONGTYPE"):
+            return NotAStreamError(f"{what}: the key holds a non-stream value ({detail}).")
+        if text.startswith("NOGROUP"):
+            return RedisCommandError(
+                f"{what}: the consumer group or stream no longer exists ({detail}); it was "
+                "destroyed while the query ran. Restart the query to recreate it."
+            )
+        return RedisCommandError(f"Redis refused a command while {what} ({detail}).")
+    return EventBusError(f"unexpected error while {what} ({detail}).")
+
+
+@contextmanager
+def redis_errors(what: str, spec: ConnectionSpec) -> Iterator[None]:
+    """Translate redis-py errors raised inside the block; ``what`` says what was being done
+    (``at <url>``, password removed, is appended)."""
+    try:
+        yield
+    except redis.RedisError as exc:
+        raise translate(exc, f"{what} at {spec.display}", spec.secrets) from exc

@@ -1,0 +1,43 @@
+"""The Lua scripts of ``spark_eventbus/lua``, loaded once per process by name and run through
+redis-py ``Script`` (EVALSHA, reloaded on NOSCRIPT). Each ``<name>.lua`` is one atomic operation
+with a KEYS/ARGV/returns header; ``_lib.lua`` (shared helpers) is prepended to every script."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from redis.commands.core import Script
+
+from .client import Redis
+
+_scripts: dict[str, Script] = {}
+_lock = threading.Lock()
+
+
+@cache
+def script_text(name: str) -> str:
+    """The full text of script ``name`` (helpers included)."""
+    lua = resources.files("spark_eventbus") / "lua"
+    return (lua / "_lib.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+
+
+def _script(r: Redis, name: str) -> Script:
+    with _lock:
+        s = _scripts.get(name)
+        if s is None:
+            # A Script is bound to the client that made it only for its SHA and as the default
+            # client; every call below passes its own client (or pipeline).
+            s = _scripts[name] = Script(r, script_text(name))
+        return s
+
+
+def run_script(r: Redis, name: str, keys: Sequence[Any], args: Sequence[Any],
+               pipe: Any = None) -> Any:
+    """Run script ``name`` on ``r`` (or queue it on pipeline ``pipe``): EVALSHA, loading the
+    script first if the server does not know it."""
+    return _script(r, name)(keys=list(keys), args=list(args), client=pipe if pipe is not None
+                            else r)

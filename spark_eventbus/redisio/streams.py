@@ -1,0 +1,79 @@
+"""Stream commands shared by the reader, the sink, the acking writer and the CLI: type checks,
+paged XRANGE, chunked XACK, and reply decoding."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from ..errors import NotAStreamError
+from .client import Redis
+
+# IDs per XACK call: large enough to reach Redis's best per-ID cost, small enough that one call
+# stays far below the 50 ms budget of any server-side call.
+ACK_CHUNK = 1000
+
+
+def text(value: Any) -> str:
+    """A reply value (bytes or not) as text."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def key_type(r: Redis, key: str) -> str:
+    return text(r.type(key))
+
+
+def stream_exists(r: Redis, key: str, fix: str = "") -> bool:
+    """True for a stream, False for a missing key; any other type raises
+    :class:`NotAStreamError` — spark-eventbus never overwrites it (``fix`` ends the message)."""
+    kind = key_type(r, key)
+    if kind not in ("stream", "none"):
+        raise NotAStreamError(f"key {key!r} holds a {kind}, not a stream; spark-eventbus never "
+                              f"overwrites it.{' ' + fix if fix else ''}")
+    return kind == "stream"
+
+
+def xrange_pages(r: Redis, stream: str, start: str, end: str, page: int
+                 ) -> Iterator[list[Any]]:
+    """``XRANGE stream start end`` in pages of at most ``page`` entries (raw replies with a
+    ``client(spec, raw_xrange=True)``); each call is bounded, whatever the range."""
+    lo = start
+    while True:
+        got = r.execute_command("XRANGE", stream, lo, end, "COUNT", page)
+        if got:
+            yield got
+        if len(got) < page:
+            return
+        last = got[-1][0]
+        lo = "(" + (last.decode() if isinstance(last, bytes) else str(last))
+
+
+def xack(r: Redis, stream: str, group: str, ids: Sequence[str], per_call: int = ACK_CHUNK
+         ) -> int:
+    """XACK ``ids`` in calls of ``per_call`` IDs, pipelined; the number acked."""
+    if not ids:
+        return 0
+    pipe = r.pipeline(transaction=False)
+    for k in range(0, len(ids), per_call):
+        pipe.xack(stream, group, *ids[k:k + per_call])
+    return sum(int(n) for n in pipe.execute())
+
+
+def send_packed(r: Redis, packed: list[bytes]) -> list[Any]:
+    """Send commands already encoded as RESP (``packed``) in one round trip and read one reply
+    each, on a pool connection, through the client's ``Retry`` (only for idempotent commands:
+    a retry sends them all again)."""
+    pool = r.connection_pool
+    conn = pool.get_connection()
+
+    def attempt() -> list[Any]:
+        conn.send_packed_command(packed)
+        return [conn.read_response() for _ in packed]
+
+    try:
+        return conn.retry.call_with_retry(attempt, lambda _err: conn.disconnect())
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)

@@ -1,0 +1,455 @@
+"""Driver side of streaming reads: consumer-group reads mapped onto replayable micro-batch offsets.
+
+:class:`EventBusStreamReader` decides *what a batch contains* and records it in the offset
+(``initialOffset``, ``latestOffset``, ``partitions``, ``commit``); the executors replay exactly
+that (:mod:`.partition_reader`). The pieces it composes each own their state:
+
+* :class:`.redisio.ConsumerOps` — one per stream: claims, plans, acks (Redis);
+* :class:`.lease.ConsumerLease` — one live query per consumer;
+* :class:`.prefetch.Prefetcher` — acks the committed batch and pre-claims the next one while
+  Spark runs the current one;
+* :class:`ClaimState` and :class:`SourceMetrics` below — the reader's own bookkeeping.
+
+The budget policy (how much to claim where) is pure, in :mod:`.planning`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from .errors import DataLossError, EventBusError
+from .ids import StreamId
+from .lease import ConsumerLease
+from .offsets import BatchOffset, StreamBatch
+from .options import ReaderOptions
+from .partition_reader import read_slice
+from .partitions import ReadSpec, SlicePartition
+from .planning import (
+    claim_chunk_size,
+    first_claim_allowance,
+    preclaim_allowance,
+    share_budget,
+    split_partitions,
+    stream_grants,
+)
+from .prefetch import Prefetcher
+from .redisio import ClaimResult, ConsumerOps
+
+log = logging.getLogger("spark_eventbus")
+
+# XAUTOCLAIM COUNT per script call: it scans at most 10x this many PEL entries.
+RECLAIM_PAGE = 500
+# Spark's driver-side process for a Python streaming source; the JVM ends it with SIGTERM.
+_RUNNER = "python_streaming_source_runner.py"
+
+
+@dataclass
+class ClaimState:
+    """Where claiming and acking stand (driver; never pickled)."""
+
+    initial_run: str | None = None  # initialOffset's run: Spark may ask more than once
+    acked_seq: int = -1  # batches up to this one are acked
+    ack_scheduled_seq: int = -1  # ... or being acked by the prefetcher
+    preclaimed_seq: int = -1  # the batch the prefetcher claims for
+    stop_after: dict[str, str | None] | None = None  # Trigger.AvailableNow: last ID per stream
+    reclaim_cursor: dict[str, str] = field(default_factory=dict)
+    reclaim_done: set[str] = field(default_factory=set)  # AvailableNow: PEL scanned once
+
+
+@dataclass
+class SourceMetrics:
+    """What the progress report counts (``reportLatestOffset``)."""
+
+    lost_ranges: int = 0
+    lost_entries: int = 0
+    dead_lettered: int = 0
+    reported_losses: set[tuple[str, str]] = field(default_factory=set)
+
+
+class _Driver:
+    """The reader's live parts on the driver, made at the first offset call."""
+
+    def __init__(self, opts: ReaderOptions) -> None:
+        assert opts.group is not None
+        self.ops: dict[str, ConsumerOps] = {
+            s: ConsumerOps(opts.connection, s, opts.group, opts.consumer_name,
+                           cache_ack_ids=opts.ack_mode == "commit") for s in opts.streams}
+        for s, op in self.ops.items():
+            if op.ensure_group(opts.starting_position):
+                log.info("spark-eventbus: created consumer group %r on stream %r at %s",
+                         opts.group, s, opts.starting_position)
+        self.lease = ConsumerLease(self.ops, opts.group, opts.consumer_name)
+        self.prefetch = Prefetcher("eventbus-preclaim")
+        self.claims = ClaimState()
+        self.metrics = SourceMetrics()
+
+
+class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Streaming reader. Constructed cheaply (Spark builds it several times, also to pickle
+    ``read`` into tasks); Redis is first touched by ``initialOffset``/``latestOffset``."""
+
+    def __init__(self, options: ReaderOptions, schema: StructType) -> None:
+        self.options = options
+        self.spec = ReadSpec.of(options)
+        self._driver: _Driver | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_driver"] = None
+        return state
+
+    @property
+    def driver(self) -> _Driver:
+        """Connect, check key types and create groups: once, before any batch."""
+        if self._driver is None:
+            self._driver = _Driver(self.options)
+            _exit_cleanly_on_sigterm()
+        return self._driver
+
+    @property
+    def ops(self) -> Mapping[str, ConsumerOps]:
+        return self.driver.ops
+
+    # -- DataSourceStreamReader ----------------------------------------------------------------
+
+    def initialOffset(self) -> dict:
+        claims = self.driver.claims
+        if claims.initial_run is None:
+            claims.initial_run = uuid.uuid4().hex
+        self.driver.lease.hold(claims.initial_run)
+        return BatchOffset(claims.initial_run, 0, {}).to_json()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.options.max_entries_per_trigger)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        claims = self.driver.claims
+        claims.stop_after = {s: op.last_generated_id() for s, op in self.ops.items()}
+        claims.reclaim_done.clear()
+        claims.reclaim_cursor.clear()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """Plan the next batch: recover what is already claimed for it, then reclaim and claim.
+
+        Spark has committed every batch up to ``start`` when it asks for the next one (it
+        delays ``commit(start)`` until a later batch is planned), so ``start`` is acked here:
+        in the background when a new batch is returned, at once otherwise.
+        """
+        d = self.driver
+        o = self.options
+        begin = BatchOffset.from_json(start)
+        d.lease.hold(begin.run)
+        interrupted = d.prefetch.stop()  # True: it was still claiming, more is waiting
+        seq = begin.seq + 1
+        budget: int | None = None
+        if isinstance(limit, ReadMaxRows):
+            budget = limit.max_rows
+        elif not isinstance(limit, ReadAllAvailable):
+            budget = o.max_entries_per_trigger
+
+        # 1. What is already claimed for this batch number: pre-claimed while the previous
+        #    batch ran, or left by a driver that died before Spark logged the batch. Those
+        #    entries sit in our PEL and no logged batch covers them.
+        batches: dict[str, StreamBatch] = {}
+        for name, op in self.ops.items():
+            residue = op.load_plan(begin.run, seq)
+            if residue:
+                if d.claims.preclaimed_seq != seq:
+                    log.warning("spark-eventbus: recovering %d entries of stream %r claimed by "
+                                "a previous driver for batch %d", residue.count, name, seq)
+                batches[name] = residue
+        used = sum(b.count for b in batches.values())
+
+        # 2. Top up within the allowance (planning.first_claim_allowance). Entries of `begin`
+        #    are committed but not acked yet: protected from reclaim.
+        allowed = first_claim_allowance(budget, used, interrupted, o.num_partitions,
+                                        len(self.ops))
+        if allowed is None or allowed > 0:
+            for name, got in self._reclaim_all(allowed, begin.run, seq, begin.seq).items():
+                batches[name] = batches.get(name, StreamBatch()) + got
+                allowed = None if allowed is None else allowed - got.count
+        if allowed is None or allowed > 0:
+            for name, got in self._claim_new(allowed, budget, begin.run, seq).items():
+                batches[name] = batches.get(name, StreamBatch()) + got
+
+        if not any(batches.values()):
+            self._settle(begin)
+            return start  # the very same object: Spark compares offsets as JSON text
+        self._start_prefetch(begin, budget, seq + 1)
+        return BatchOffset(begin.run, seq, batches).to_json()
+
+    def reportLatestOffset(self) -> dict | None:
+        """Progress: per stream lag (None = unknown on Redis 7.0 after XDEL/trim) and pending."""
+        out: dict[str, Any] = {}
+        for name, op in self.ops.items():
+            stats = op.stats()
+            out[name] = {"lag": stats.lag, "pending": stats.pending,
+                         "lastDeliveredId": stats.last_delivered}
+        m = self.driver.metrics
+        out["_eventbus"] = {"lostRanges": m.lost_ranges, "lostEntries": m.lost_entries,
+                            "deadLettered": m.dead_lettered}
+        return out
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        if start == end:
+            return []
+        batch = BatchOffset.from_json(end)
+        return [SlicePartition(self.spec, sl)
+                for name in sorted(batch.streams)
+                for sl in split_partitions(name, batch.streams[name], self.options.num_partitions)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, SlicePartition)
+        return read_slice(partition)
+
+    def commit(self, end: dict) -> None:
+        offset = BatchOffset.from_json(end)
+        d = self.driver
+        if offset.seq > d.claims.ack_scheduled_seq:  # else the prefetcher acks it
+            d.prefetch.join()
+            self._ack(offset)
+
+    def stop(self) -> None:
+        """The query stops. Give the consumer leases back (first: the JVM may kill this process
+        soon), then stop the pre-claim after its current chunk. Entries pre-claimed for the
+        next batch stay in this consumer's plan: the next start of the query (same checkpoint)
+        delivers them first."""
+        d = self._driver
+        if d is None:
+            return
+        d.lease.release()
+        try:
+            d.prefetch.stop()
+        except Exception as exc:  # the query is stopping: its pre-claim stays in the plan
+            log.warning("spark-eventbus: the pre-claim failed while the query stopped: %s", exc)
+        self._driver = None
+
+    # -- acks ----------------------------------------------------------------------------------
+
+    def _settle(self, committed: BatchOffset) -> None:
+        """A batch Spark has committed: ack it (ackMode=commit), then drop plans up to it.
+
+        Plans of earlier batches still present were committed too, but the driver died before
+        acking them (the ack runs in the background while the next batch runs): ack them now
+        rather than let them come back through reclaim as duplicates.
+        """
+        plans = {name: op.committed_plans(committed.seq) for name, op in self.ops.items()}
+        if self.options.ack_mode == "commit":
+            for name, op in self.ops.items():
+                for field_, plan in plans[name].items():
+                    if int(field_) < committed.seq and plan.get("run") == committed.run:
+                        op.ack(StreamBatch.from_json(plan))
+        self._ack(committed)
+        for name, op in self.ops.items():
+            op.drop_plans(plans[name])
+
+    def _ack(self, offset: BatchOffset) -> None:
+        claims = self.driver.claims
+        if self.options.ack_mode != "commit" or offset.seq <= claims.acked_seq:
+            return
+        for name, batch in offset.streams.items():
+            if name in self.ops:
+                self.ops[name].ack(batch)
+        claims.acked_seq = offset.seq
+
+    # -- the prefetcher: ack and pre-claim while Spark runs the batch --------------------------
+
+    def _start_prefetch(self, committed: BatchOffset, budget: int | None, seq: int) -> None:
+        """While Spark runs batch ``seq - 1``: ack ``committed``, then reclaim and claim batch
+        ``seq`` until its allowance is reached, the streams run dry, or the next
+        ``latestOffset`` stops it (after the claim in progress).
+
+        Safe to overlap with the batch: every claim script records what it takes in the plan
+        of ``seq`` atomically, so the next ``latestOffset`` (in this process, or after a crash)
+        finds it; reclaim never takes entries of plans from ``seq - 1`` on (the batch in flight).
+        """
+        d = self.driver
+        run = committed.run
+
+        def work(stop: threading.Event) -> bool:
+            self._settle(committed)
+            # A plan for `seq` may exist already (left by a driver that died): top it up.
+            planned = sum(op.load_plan(run, seq).count for op in self.ops.values())
+            left = preclaim_allowance(budget, self.options.max_entries_per_trigger, planned)
+            if left > 0:
+                for got in self._reclaim_all(left, run, seq, seq - 1).values():
+                    left -= got.count
+            if left > 0:
+                claimed = self._claim_new(left, budget, run, seq, stop)
+                left -= sum(b.count for b in claimed.values())
+            return stop.is_set() and left > 0
+
+        d.claims.ack_scheduled_seq = max(d.claims.ack_scheduled_seq, committed.seq)
+        d.claims.preclaimed_seq = seq
+        d.prefetch.start(work)
+
+    # -- claims --------------------------------------------------------------------------------
+
+    def _reclaim_all(self, left: int | None, run: str, seq: int, protect_from: int
+                     ) -> dict[str, StreamBatch]:
+        """Reclaim up to ``min(reclaimMaxEntries, left)`` entries, shared across streams."""
+        o = self.options
+        if not o.reclaim_enabled:
+            return {}
+        budget = o.reclaim_max_entries if left is None else min(o.reclaim_max_entries, left)
+        out: dict[str, StreamBatch] = {}
+        for (name, op), grant in zip(self.ops.items(),
+                                     share_budget(budget, [budget] * len(self.ops)),
+                                     strict=True):
+            got = self._reclaim(name, op, grant, run, seq, protect_from)
+            if got:
+                out[name] = got
+        return out
+
+    def _claim_new(self, left: int | None, budget: int | None, run: str, seq: int,
+                   stop: threading.Event | None = None) -> dict[str, StreamBatch]:
+        """Claim up to ``left`` new entries (all when None), shared fairly across streams:
+        streams that run dry leave their share to the others."""
+        chunk_size = claim_chunk_size(budget, self.options.num_partitions, len(self.ops))
+        out: dict[str, StreamBatch] = {}
+        claimed, filled = 0, []
+        for (name, op), grant in zip(self.ops.items(), stream_grants(left, len(self.ops)),
+                                     strict=True):
+            got = self._claim(name, op, grant, chunk_size, run, seq, stop)
+            claimed += got.count
+            if got:
+                out[name] = got
+            if grant and got.count >= grant:
+                filled.append((name, op))
+        spare = 0 if left is None else left - claimed
+        for name, op in filled:
+            if spare <= 0:
+                break
+            got = self._claim(name, op, spare, chunk_size, run, seq, stop)
+            if got:
+                out[name] = out[name] + got
+                spare -= got.count
+        return out
+
+    def _claim(self, name: str, op: ConsumerOps, budget: int, chunk_size: int, run: str,
+               seq: int, stop: threading.Event | None = None) -> StreamBatch:
+        claims = self.driver.claims
+        stop_after = claims.stop_after.get(name) if claims.stop_after is not None else None
+        if claims.stop_after is not None and stop_after is None:
+            return StreamBatch()  # the stream did not exist when AvailableNow began
+        ranges = []
+        while budget > 0 and not (stop is not None and stop.is_set()):
+            res = op.claim(min(chunk_size, budget), run, seq, stop_after,
+                           self.options.fail_on_data_loss)
+            if res.lost_after:
+                self._report_loss(name, res)
+            if res.status == "nogroup":
+                raise EventBusError(
+                    f"consumer group {self.options.group!r} of stream {name!r} disappeared while "
+                    "the query ran (XGROUP DESTROY or the key was deleted); restart the query "
+                    "to recreate it.")
+            if res.chunk is None:
+                break
+            ranges.append(res.chunk)
+            budget -= res.chunk.count
+            if res.chunk.count < chunk_size:
+                break
+        return StreamBatch(tuple(ranges))
+
+    def _reclaim(self, name: str, op: ConsumerOps, budget: int, run: str, seq: int,
+                 protect_from: int) -> StreamBatch:
+        claims = self.driver.claims
+        o = self.options
+        if budget <= 0 or name in claims.reclaim_done:
+            return StreamBatch()
+        taken: list[tuple[str, int]] = []
+        cursor = claims.reclaim_cursor.get(name, "0-0")
+        stop_after = claims.stop_after.get(name) if claims.stop_after is not None else None
+        # At most a few passes per batch: every XAUTOCLAIM call is bounded server-side.
+        for _ in range(max(4, budget // RECLAIM_PAGE + 2)):
+            res = op.reclaim(cursor, min(RECLAIM_PAGE, budget - len(taken)), o.claim_min_idle_ms,
+                             run, seq, o.max_deliveries, o.dead_letter_stream, protect_from)
+            taken += res.taken
+            self.driver.metrics.dead_lettered += res.dead_lettered
+            if res.dead_lettered:
+                log.warning("spark-eventbus: moved %d entries of stream %r delivered more than "
+                            "%d times to %r", res.dead_lettered, name, o.max_deliveries,
+                            o.dead_letter_stream)
+            if res.deleted:
+                self._deleted_while_pending(name, res.deleted)
+            cursor = res.cursor
+            if cursor == "0-0" or (stop_after is not None
+                                   and StreamId.parse(cursor) > StreamId.parse(stop_after)):
+                cursor = "0-0"
+                if claims.stop_after is not None:
+                    claims.reclaim_done.add(name)  # AvailableNow: one pass over the PEL is enough
+                break
+            if len(taken) >= budget:
+                break
+        claims.reclaim_cursor[name] = cursor
+        return StreamBatch((), tuple(taken))
+
+    # -- losses --------------------------------------------------------------------------------
+
+    def _report_loss(self, name: str, res: ClaimResult) -> None:
+        m = self.driver.metrics
+        what = f"{res.lost_count} entries" if res.lost_count >= 0 else "entries"
+        where = f"with IDs after {res.lost_after}"
+        if res.lost_before.startswith("("):
+            where += f" up to {res.lost_before[1:]}"
+        elif res.lost_before:
+            where += f" and before {res.lost_before}"
+        text = (f"{what} of stream {name!r} {where} were deleted or trimmed before consumer "
+                f"group {self.options.group!r} read them")
+        if self.options.fail_on_data_loss:
+            raise DataLossError(
+                f"{text}. Keep the stream longer (MAXLEN/MINID) than the query's lag, or set "
+                "option 'failOnDataLoss' to 'false' to skip them with a warning.")
+        key = (name, res.lost_after)
+        if key not in m.reported_losses:
+            m.reported_losses.add(key)
+            m.lost_ranges += 1
+            m.lost_entries += max(0, res.lost_count)
+            log.warning("spark-eventbus: %s; skipping them (failOnDataLoss=false)", text)
+
+    def _deleted_while_pending(self, name: str, ids: Sequence[str]) -> None:
+        shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+        if self.options.fail_on_data_loss:
+            raise DataLossError(
+                f"{len(ids)} pending entries of stream {name!r} were deleted before they were "
+                f"processed: {shown}. Redis has removed them from group "
+                f"{self.options.group!r}'s pending list. Set option 'failOnDataLoss' to "
+                "'false' to skip such entries with a warning.")
+        self.driver.metrics.lost_ranges += 1
+        log.warning("spark-eventbus: %d pending entries of stream %r were deleted before they "
+                    "were processed (failOnDataLoss=false): %s", len(ids), name, shown)
+
+
+def _exit_cleanly_on_sigterm() -> None:
+    """In Spark's source-runner process only: turn the JVM's SIGTERM (how it stops the runner
+    when the query stops) into SystemExit, so that the runner's ``finally: reader.stop()`` runs
+    and the consumer leases are given back at once instead of expiring. Later SIGTERMs are
+    ignored so that they cannot interrupt ``stop()``."""
+    if (os.path.basename(sys.argv[0] if sys.argv else "") != _RUNNER
+            or threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        return
+
+    def on_term(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
