@@ -167,12 +167,12 @@ class WorkerPeakRss:
         return self.kb / 1024
 
 
-def run_reader(port: int, group: str, max_entries: int, n: int) -> dict[str, float]:
+def run_reader(url: str, streams: str, group: str, max_entries: int) -> dict[str, float]:
     """Driver process of one reader measurement (``bench.py reader ...``)."""
     spark = _spark()
 
     def run(stream: str, group: str) -> tuple[float, object]:
-        df = (spark.readStream.format("eventbus").option("url", f"redis://127.0.0.1:{port}/0")
+        df = (spark.readStream.format("eventbus").option("url", url)
               .option("stream", stream).option("group", group)
               .option("startingPosition", "earliest")
               .option("maxEntriesPerTrigger", str(max_entries)).option("numPartitions", "2")
@@ -188,7 +188,7 @@ def run_reader(port: int, group: str, max_entries: int, n: int) -> dict[str, flo
     # application, not per batch; the baseline runs in a warm Python process too.
     cold, _ = run(WARMUP, f"warmup-{group}")
     with WorkerPeakRss() as peak:
-        elapsed, q = run(STREAM, group)
+        elapsed, q = run(streams, group)
     if q.exception() is not None:
         raise SystemExit(f"reader query failed: {q.exception()}")
     rows = sum(p["numInputRows"] for p in q.recentProgress)
@@ -222,17 +222,19 @@ def sink_baseline(r: redis.Redis, table: pa.Table, stream: str) -> float:
     return len(keys) / (time.perf_counter() - start)
 
 
-def run_sink(port: int, src: str, warmup_src: str, stream: str, idempotent: bool
+def run_sink(url: str, src: str, warmup_src: str, stream: str, idempotent: bool
              ) -> dict[str, float]:
-    """Driver process of one sink measurement (``bench.py sink ...``)."""
+    """Driver process of one sink measurement (``bench.py sink ...``). ``stream`` '-': the
+    rows carry a ``stream`` column."""
     spark = _spark()
-    url = f"redis://127.0.0.1:{port}/0"
 
     def write(path: str, target: str) -> tuple[float, int]:
         df = spark.read.parquet(path)
+        w = df.write.format("eventbus").option("url", url)
+        if stream != "-":
+            w = w.option("stream", target)
         start = time.perf_counter()
-        (df.write.format("eventbus").option("url", url).option("stream", target)
-         .option("idempotent", str(idempotent).lower()).mode("append").save())
+        w.option("idempotent", str(idempotent).lower()).mode("append").save()
         return time.perf_counter() - start, df.rdd.getNumPartitions()
 
     write(warmup_src, stream + ":warmup")
@@ -244,9 +246,9 @@ def run_sink(port: int, src: str, warmup_src: str, stream: str, idempotent: bool
             "partitions": parts, "worker_peak_rss_mb": peak.mb}
 
 
-def sink_subprocess(port: int, src: Path, warmup: Path, stream: str, idempotent: bool
+def sink_subprocess(url: str, src: Path, warmup: Path, stream: str, idempotent: bool
                     ) -> dict[str, float]:
-    out = subprocess.run([sys.executable, __file__, "sink", str(port), str(src), str(warmup),
+    out = subprocess.run([sys.executable, __file__, "sink", url, str(src), str(warmup),
                           stream, str(idempotent)], capture_output=True, timeout=3600)
     if out.returncode != 0:
         raise SystemExit(out.stderr.decode()[-4000:])
@@ -275,7 +277,7 @@ def bench_sink(r: redis.Redis, port: int, n: int, work: Path) -> None:
     for idempotent in (True, False):
         stream = f"bench:sink:{'idem' if idempotent else 'plain'}"
         r.slowlog_reset()
-        res = sink_subprocess(port, src, warmup, stream, idempotent)
+        res = sink_subprocess(f"redis://127.0.0.1:{port}/0", src, warmup, stream, idempotent)
         slow = slowest_command(r)
         assert r.xlen(stream) == n, (stream, r.xlen(stream))
         results[idempotent] = res
@@ -290,9 +292,10 @@ def bench_sink(r: redis.Redis, port: int, n: int, work: Path) -> None:
           f"({(off / on - 1) * 100:.0f}% more time with it)")
 
 
-def reader_subprocess(port: int, group: str, max_entries: int, n: int) -> dict[str, float]:
-    out = subprocess.run([sys.executable, __file__, "reader", str(port), group,
-                          str(max_entries), str(n)], capture_output=True, timeout=3600)
+def reader_subprocess(url: str, streams: str, group: str, max_entries: int
+                      ) -> dict[str, float]:
+    out = subprocess.run([sys.executable, __file__, "reader", url, streams, group,
+                          str(max_entries)], capture_output=True, timeout=3600)
     if out.returncode != 0:
         raise SystemExit(out.stderr.decode()[-4000:])
     return json.loads(out.stdout.decode().strip().splitlines()[-1])
@@ -315,7 +318,8 @@ def bench_reader(r: redis.Redis, port: int, n: int) -> None:
     results = {}
     for max_entries in (100_000, 500_000):
         r.slowlog_reset()
-        res = reader_subprocess(port, f"spark-{max_entries}", max_entries, n)
+        res = reader_subprocess(f"redis://127.0.0.1:{port}/0", STREAM, f"spark-{max_entries}",
+                                max_entries)
         slow = slowest_command(r)
         pending = r.xpending(STREAM, f"spark-{max_entries}")["pending"]
         results[max_entries] = res
@@ -336,19 +340,63 @@ def bench_reader(r: redis.Redis, port: int, n: int) -> None:
           f"{big['worker_peak_rss_mb'] / small['worker_peak_rss_mb']:.2f}")
 
 
+def bench_cluster(r: redis.Redis, port: int, n: int, work: Path) -> None:
+    """The same data over three streams, one per shard of a 3-master cluster (AOF off), next to
+    the same three streams on the single node: reader (one query) and sink (a stream column)."""
+    from tests.redis_cluster import RedisClusterServer
+
+    cluster = RedisClusterServer(work / "cluster", aof=False).start()
+    try:
+        rc = cluster.client()
+        streams: dict[int, str] = {}
+        i = 0
+        while len(streams) < len(cluster.nodes):
+            name = f"bench:c{i}"
+            streams.setdefault(cluster.node_of_slot(rc.keyslot(name)).port, name)
+            i += 1
+        names = sorted(streams.values())
+        urls = {"one node": f"redis://127.0.0.1:{port}/0", "3 shards": cluster.url}
+        for c in (r, rc):
+            for s in names:
+                produce(c, n // len(names), s)
+            produce(c, WARMUP_ENTRIES, WARMUP)
+        print(f"cluster: {n // len(names) * len(names):,} entries over {len(names)} streams "
+              f"({', '.join(names)}), one per shard; the same streams on one node")
+        for label in urls:
+            res = reader_subprocess(urls[label], ",".join(names), "spark-c", 100_000)
+            assert res["rows"] == n // len(names) * len(names), res
+            print(f"reader    {label:<8}: {res['rows_per_s']:>10,.0f} rows/s end to end, "
+                  f"{res['batch_rows_per_s']:>10,.0f} in batches ({res['batches']} batches)")
+        table = sink_rows(n)
+        table = table.append_column("stream", pa.array([names[k % len(names)]
+                                                        for k in range(n)]))
+        src, warmup = work / "cluster-src", work / "cluster-warmup"
+        src.mkdir()
+        warmup.mkdir()
+        pq.write_table(table.slice(0, n // 2), src / "part-0.parquet")
+        pq.write_table(table.slice(n // 2), src / "part-1.parquet")
+        pq.write_table(table.slice(0, WARMUP_ENTRIES), warmup / "part-0.parquet")
+        for label in urls:
+            res = sink_subprocess(urls[label], src, warmup, "-", True)
+            print(f"sink      {label:<8}: {res['rows_per_s']:>10,.0f} rows/s (idempotent, rows "
+                  f"routed by a stream column over {len(names)} streams)")
+    finally:
+        cluster.stop()
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "reader":
-        port, group, max_entries, n = sys.argv[2:6]
-        print(json.dumps(run_reader(int(port), group, int(max_entries), int(n))))
+        url, streams, group, max_entries = sys.argv[2:6]
+        print(json.dumps(run_reader(url, streams, group, int(max_entries))))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "sink":
-        port, src, warmup, stream, idem = sys.argv[2:7]
-        print(json.dumps(run_sink(int(port), src, warmup, stream, idem == "True")))
+        url, src, warmup, stream, idem = sys.argv[2:7]
+        print(json.dumps(run_sink(url, src, warmup, stream, idem == "True")))
         return
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--entries", type=int, default=1_000_000)
-    ap.add_argument("--only", choices=("reader", "sink"), help="run one half only")
+    ap.add_argument("--only", choices=("reader", "sink", "cluster"), help="run one part only")
     args = ap.parse_args()
     n = args.entries
     work = Path(tempfile.mkdtemp(prefix="eventbus-bench-"))
@@ -356,11 +404,14 @@ def main() -> None:
     try:
         r = redis.Redis(port=port)
         print(f"hiredis: {redis.utils.HIREDIS_AVAILABLE}")
-        if args.only != "sink":
+        if args.only in (None, "reader"):
             bench_reader(r, port, n)
-        if args.only != "reader":
+        if args.only in (None, "sink"):
             r.flushall()
             bench_sink(r, port, n, work)
+        if args.only in (None, "cluster"):
+            r.flushall()
+            bench_cluster(r, port, n, work)
     finally:
         proc.terminate()
         proc.wait(10)

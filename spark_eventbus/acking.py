@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from .errors import ConfigError, EventBusError
 from .options import DEFAULT_URL, check_url
-from .redisio import ConnectionSpec, client, redis_errors, run_script, xack
+from .redisio import ConnectionSpec, client, dead_letter, redis_errors, xack
 
 log = logging.getLogger("spark_eventbus")
 
@@ -65,8 +65,9 @@ class AckingBatchWriter:
     Malformed rows are those with a non-null ``error`` column (``valueSchema`` failures) or
     failing ``is_valid``; they never reach the handler. A replayed batch moves no entry twice:
     the move skips entries no longer pending. The move of a chunk (XADD to the dead-letter
-    stream + XACK) is one Lua script, so both keys must live on one Redis node — always true
-    for the single-node servers the connector supports today.
+    stream + XACK) is one Lua script when both streams share a node or cluster slot, else three
+    idempotent steps with a marker per entry in the dead-letter stream's slot
+    (:mod:`spark_eventbus.redisio.deadletter`).
     """
 
     def __init__(self, handler: Handler, *, url: str = DEFAULT_URL, group: str,
@@ -171,10 +172,7 @@ def _ack_partition(spec: ConnectionSpec, group: str, size: int, rows: Iterator[R
 def _dead_letter_partition(spec: ConnectionSpec, group: str, dlq: str, size: int,
                            rows: Iterator[Row]) -> None:
     """Executor: move malformed entries to ``dlq`` and ack them, one Lua call per chunk."""
-    r = client(spec)
     with redis_errors(f"dead-lettering entries to {dlq!r}", spec):
         for stream, chunk in _chunks_per_stream(rows, size):
-            args: list[str] = [group]
-            for row in chunk:
-                args += [row["id"], row["reason"], row["deliveries"] or ""]
-            run_script(r, "dead_letter", [stream, dlq], args)
+            dead_letter(spec, stream, dlq, group,
+                        [(row["id"], row["reason"], row["deliveries"] or "") for row in chunk])

@@ -16,10 +16,10 @@ from .options import check_url
 from .redisio import (
     ConnectionSpec,
     Redis,
+    client,
     key_type,
-    new_client,
     redis_errors,
-    run_script,
+    replay_page,
     stream_exists,
     text,
 )
@@ -72,19 +72,21 @@ def format_status(st: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def replay(r: Redis, source: str, target: str, limit: int | None) -> dict[str, int]:
-    """Move up to ``limit`` dead-lettered entries from ``source`` back to ``target``."""
+def replay(spec: ConnectionSpec, source: str, target: str, limit: int | None
+           ) -> dict[str, int]:
+    """Move up to ``limit`` dead-lettered entries from ``source`` back to ``target``, exactly
+    once per entry (one script per page, or marked steps across cluster slots)."""
+    r = client(spec)
     for key in (source, target):
         stream_exists(r, key)
     moved = kept = 0
     cursor = "-"
     while limit is None or moved < limit:
         page = 500 if limit is None else min(500, limit - moved)
-        m, k, last = run_script(r, "dlq_replay", [source, target], [page, cursor])
-        moved, kept = moved + int(m), kept + int(k)
-        if int(m) + int(k) == 0:
+        m, k, cursor = replay_page(spec, source, target, page, cursor)
+        moved, kept = moved + m, kept + k
+        if m + k == 0:
             break
-        cursor = text(last)
     return {"moved": moved, "kept_without_fields": kept}
 
 
@@ -114,18 +116,19 @@ def main(argv: list[str] | None = None) -> int:
     spec = ConnectionSpec(args.url, args.password)
     try:
         with redis_errors(f"running {args.command}", spec):
-            return _run(args, new_client(spec))
+            return _run(args, spec)
     except EventBusError as exc:
         print(f"eventbus: {exc}", file=sys.stderr)
         return 1
 
 
-def _run(args: argparse.Namespace, r: Redis) -> int:
+def _run(args: argparse.Namespace, spec: ConnectionSpec) -> int:
     if args.command == "status":
-        result = status(r, args.stream, args.group, args.dlq or f"{args.stream}:dlq")
+        dlq = args.dlq or f"{args.stream}:dlq"
+        result = status(client(spec), args.stream, args.group, dlq)
         print(json.dumps(result, indent=2) if args.json else format_status(result))
         return 0
-    moved = replay(r, args.source, args.target, args.limit)
+    moved = replay(spec, args.source, args.target, args.limit)
     print(f"moved {moved['moved']} entries from {args.source!r} to {args.target!r}"
           + (f"; kept {moved['kept_without_fields']} with no original field"
              if moved["kept_without_fields"] else ""))

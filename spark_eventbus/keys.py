@@ -31,6 +31,8 @@ PLAN = "plan"  # hash: batch seq -> claim plan JSON, per (stream, group, consume
 LEASE = "lease"  # string: owner of a (stream, group, consumer), with a TTL
 SINK_MARKERS = "sink"  # set: '<partition>:<chunk>' written, per (stream, query, batch)
 SINK_REGISTRY = "sink-registry"  # hash: batch id -> marker keys of that batch, per query
+DLQ_MARKERS = "dlq"  # set: source IDs added to a dead-letter stream, not yet acked (cluster)
+REPLAY_MARKERS = "replay"  # set: dead-letter IDs added back to a stream, not yet deleted
 
 _ESCAPES = {"%": "%25", ":": "%3A", "{": "%7B", "}": "%7D"}
 _ESCAPE_TABLE = str.maketrans(_ESCAPES)
@@ -101,6 +103,18 @@ def lease_key(stream: str, group: str, consumer: str) -> str:
 def sink_marker_key(stream: str, query: str, batch: str) -> str:
     """Set of chunks of (``query``, ``batch``) already written to ``stream``."""
     return derived_key(stream, SINK_MARKERS, query, batch)
+
+
+def dead_letter_marker_key(dlq: str, source: str, group: str) -> str:
+    """Set, in the dead-letter stream's slot: entries of (``source``, ``group``) already added
+    to ``dlq`` whose XACK in the source's slot may not have happened yet (Redis Cluster)."""
+    return derived_key(dlq, DLQ_MARKERS, source, group)
+
+
+def replay_marker_key(target: str, dlq: str) -> str:
+    """Set, in ``target``'s slot: entries of ``dlq`` already added back to ``target`` whose
+    XDEL from ``dlq`` may not have happened yet (``eventbus dlq replay`` on Redis Cluster)."""
+    return derived_key(target, REPLAY_MARKERS, dlq)
 
 
 def sink_registry_key(query: str) -> str:

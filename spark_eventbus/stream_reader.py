@@ -383,10 +383,16 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             res = op.reclaim(cursor, min(RECLAIM_PAGE, budget - len(taken)), o.claim_min_idle_ms,
                              run, seq, o.max_deliveries, o.dead_letter_stream, protect_from)
             taken += res.taken
-            self.driver.metrics.dead_lettered += res.dead_lettered
-            if res.dead_lettered:
+            dead = res.dead_lettered
+            if res.poison:
+                assert o.dead_letter_stream is not None
+                dead += op.dead_letter(o.dead_letter_stream, [
+                    (i, f"delivered {n} times (maxDeliveries={o.max_deliveries})", str(n))
+                    for i, n in res.poison])
+            self.driver.metrics.dead_lettered += dead
+            if dead:
                 log.warning("spark-eventbus: moved %d entries of stream %r delivered more than "
-                            "%d times to %r", res.dead_lettered, name, o.max_deliveries,
+                            "%d times to %r", dead, name, o.max_deliveries,
                             o.dead_letter_stream)
             if res.deleted:
                 self._deleted_while_pending(name, res.deleted)

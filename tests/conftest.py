@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.redis_cluster import RedisClusterServer
 from tests.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,6 +26,14 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server = RedisServer(tmp_path_factory.mktemp("redis")).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterServer]:
+    """One 3-master Redis Cluster for the run (tests use unique key names)."""
+    cluster = RedisClusterServer(tmp_path_factory.mktemp("cluster")).start()
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture

@@ -34,7 +34,8 @@ def docker_answers() -> bool:
 class RedisServer:
     """One redis-server process with AOF on, in its own directory."""
 
-    def __init__(self, workdir: Path, password: str | None = None) -> None:
+    def __init__(self, workdir: Path, password: str | None = None, aof: bool = True) -> None:
+        self.aof = aof  # AOF with appendfsync always; off for benchmarks
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.password = password
@@ -58,15 +59,22 @@ class RedisServer:
             raise RuntimeError(
                 "no redis-server binary on PATH and no Docker engine: run `make install` "
                 "(it installs Debian's redis-server) or set EVENTBUS_REDIS_SERVER.")
+        persistence = (["--appendonly", "yes", "--appendfsync", "always"] if self.aof
+                       else ["--appendonly", "no"])
         args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
-                str(self.workdir), "--appendonly", "yes", "--appendfsync", "always", "--save", "",
+                str(self.workdir), *persistence, "--save", "",
                 "--logfile", str(self.workdir / "redis.log"), "--daemonize", "no",
                 "--latency-monitor-threshold", "1"]
         if self.password:
             args += ["--requirepass", self.password]
+        args += self.extra_args()
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._wait_ready()
         return self
+
+    def extra_args(self) -> list[str]:
+        """More ``redis-server`` arguments (subclasses: cluster nodes, TLS)."""
+        return []
 
     def _start_container(self) -> RedisServer:  # pragma: no cover - needs a Docker engine
         from testcontainers.redis import RedisContainer

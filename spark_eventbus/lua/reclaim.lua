@@ -4,11 +4,15 @@
 -- this batch's plan (crash residue) are left where they are. Entries delivered more than
 -- MAX_DELIVERIES times are moved to the dead-letter stream and acked, in this same script.
 --
--- KEYS[1] stream, KEYS[2] plan key, KEYS[3] dead-letter stream (KEYS[1] when none)
+-- KEYS[1] stream, KEYS[2] plan key, KEYS[3] dead-letter stream (KEYS[1] when none, or when it
+-- lives in another cluster slot: see ARGV[10])
 -- ARGV[1] group, ARGV[2] consumer, ARGV[3] min idle ms, ARGV[4] cursor, ARGV[5] count,
 -- ARGV[6] run, ARGV[7] seq, ARGV[8] max deliveries (0 = off), ARGV[9] oldest batch (seq) whose
--- entries are still in flight or not yet acked: entries of its plan and later ones stay put
--- Returns {next_cursor, {id, deliveries, id, deliveries, ...}, dead_lettered, {deleted ids}}
+-- entries are still in flight or not yet acked: entries of its plan and later ones stay put,
+-- ARGV[10] '1': dead-letter here; '0': return such entries (left pending) for the caller to
+-- move across slots (redisio/deadletter.py)
+-- Returns {next_cursor, {id, deliveries, id, deliveries, ...}, dead_lettered, {deleted ids},
+--          {id, deliveries, ...} of entries to dead-letter (ARGV[10] = '0')}
 local stream, plan_key, dlq = KEYS[1], KEYS[2], KEYS[3]
 local group, consumer = ARGV[1], ARGV[2]
 local max_deliveries = tonumber(ARGV[8])
@@ -41,7 +45,7 @@ local function in_plan(id)
   return false
 end
 
-local taken, dead = {}, 0
+local taken, dead, poison = {}, 0, {}
 for _, e in ipairs(claimed) do
   local id, fields = e[1], e[2]
   if not fields then
@@ -51,7 +55,10 @@ for _, e in ipairs(claimed) do
   elseif not in_plan(id) then
     local p = redis.call('XPENDING', stream, group, id, id, 1)
     local deliveries = (p[1] and p[1][4]) or 1
-    if max_deliveries > 0 and deliveries > max_deliveries then
+    if max_deliveries > 0 and deliveries > max_deliveries and ARGV[10] ~= '1' then
+      poison[#poison + 1] = id
+      poison[#poison + 1] = deliveries
+    elseif max_deliveries > 0 and deliveries > max_deliveries then
       dead_letter(dlq, fields, 'delivered ' .. deliveries .. ' times (maxDeliveries=' ..
                   max_deliveries .. ')', stream, id, group, deliveries)
       redis.call('XACK', stream, group, id)
@@ -64,4 +71,4 @@ for _, e in ipairs(claimed) do
   end
 end
 if #taken > 0 then save_plan(plan_key, plan) end
-return {r[1], taken, dead, deleted}
+return {r[1], taken, dead, deleted, poison}

@@ -11,7 +11,8 @@
 from __future__ import annotations
 
 from .boundary import RedisError, ResponseError, redis_errors, translate
-from .client import ConnectionSpec, Redis, client, new_client
+from .client import ConnectionSpec, Redis, client, is_cluster, new_client
+from .deadletter import dead_letter, replay_page
 from .group import ClaimResult, ConsumerOps, GroupStats, ReclaimResult
 from .scripts import run_script, script_text
 from .streams import ACK_CHUNK, key_type, stream_exists, text, xack, xrange_pages
@@ -27,9 +28,12 @@ __all__ = [
     "RedisError",
     "ResponseError",
     "client",
+    "dead_letter",
+    "is_cluster",
     "key_type",
     "new_client",
     "redis_errors",
+    "replay_page",
     "run_script",
     "script_text",
     "stream_exists",

@@ -21,6 +21,10 @@ from ..errors import (
 )
 from .client import ConnectionSpec
 
+# A cluster that cannot serve a slot for now (failover, resharding, a master down): retriable.
+_CLUSTER_UNAVAILABLE = (redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError,
+                        redis.exceptions.MasterDownError, redis.exceptions.SlotNotCoveredError)
+
 # What redis-py raises; other modules catch these names instead of importing redis.
 RedisError = redis.RedisError
 ResponseError = redis.ResponseError
@@ -41,6 +45,11 @@ def translate(exc: BaseException, what: str, secrets: Iterable[str | None] = ())
             f"Redis refused the credentials while {what} ({detail}); "
             "check the 'url' user and the 'password' option."
         )
+    if isinstance(exc, _CLUSTER_UNAVAILABLE):
+        return EventBusConnectionError(
+            f"the Redis Cluster could not serve a request while {what} ({detail}): a failover "
+            "or resharding is in progress, or a master is down; retry when the cluster is "
+            "healthy (redis-cli --cluster check).")
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
         return EventBusConnectionError(
             f"Redis did not answer while {what} ({detail}); check that the server at option "

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Any, TypeAlias
 
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.cluster import RedisCluster
 from redis.retry import Retry
 
 from ..errors import redact
 
-Redis = redis.Redis  # the client type other modules annotate with
+# The client type other modules annotate with: a single node or a whole cluster.
+Redis: TypeAlias = "redis.Redis | RedisCluster"
 
 # With 50 ms .. 2 s backoff, six tries ride over a Redis restart of a few seconds.
 _RETRIES = 6
@@ -39,15 +42,12 @@ class ConnectionSpec:
         return redact(self.url, self.secrets)
 
 
-def new_client(spec: ConnectionSpec) -> redis.Redis:
-    """A fresh client (bytes replies, hiredis when installed, retries on connection errors)."""
-    kwargs: dict[str, object] = {
+def _node_kwargs(spec: ConnectionSpec) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
         "socket_connect_timeout": 5,
         "socket_timeout": 60,
         "socket_keepalive": True,
         "health_check_interval": 30,
-        "retry": Retry(ExponentialWithJitterBackoff(cap=2.0, base=0.05), _RETRIES),
-        "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
         "client_name": "spark-eventbus",
         # Pinned: reply shapes (XRANGE parsed raw on executors) must not change with the
         # redis-py version's default protocol. RESP3 needs Redis >= 6.0.
@@ -55,21 +55,79 @@ def new_client(spec: ConnectionSpec) -> redis.Redis:
     }
     if spec.password:
         kwargs["password"] = spec.password
-    return redis.Redis.from_url(spec.url, **kwargs)
+    return kwargs
 
 
-def _raw_replies(r: redis.Redis) -> redis.Redis:
-    # XRANGE replies as hiredis gives them (lists of [id, [field, value, ...]]), not dicts:
-    # the executors build Arrow columns from them directly.
-    r.set_response_callback("XRANGE", lambda reply, **kw: reply)
+def _retry() -> Retry:
+    return Retry(ExponentialWithJitterBackoff(cap=2.0, base=0.05), _RETRIES)
+
+
+def is_cluster_node(r: redis.Redis) -> bool:
+    """Whether ``r`` talks to a Redis Cluster node: the ``mode`` field of ``HELLO 3`` (every
+    user may run HELLO: clients authenticate with it)."""
+    hello = r.execute_command("HELLO", "3")
+    mode = hello.get(b"mode", hello.get("mode")) if isinstance(hello, dict) else None
+    return (mode.decode() if isinstance(mode, bytes) else mode) == "cluster"
+
+
+def new_client(spec: ConnectionSpec) -> Redis:
+    """A fresh client (bytes replies, hiredis when installed, retries with backoff): a
+    :class:`redis.cluster.RedisCluster` when ``spec.url`` names any node of a cluster (it then
+    discovers the others and follows MOVED/ASK), else a single-node :class:`redis.Redis`."""
+    node = redis.Redis.from_url(spec.url, retry=_retry(),
+                                retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+                                **_node_kwargs(spec))
+    try:
+        cluster = not spec.url.startswith("unix://") and is_cluster_node(node)
+    except redis.RedisError as exc:
+        from .boundary import translate  # here: boundary imports this module
+
+        node.close()
+        raise translate(exc, f"connecting to {spec.display}", spec.secrets) from exc
+    if not cluster:
+        return node
+    node.close()
+    return RedisCluster.from_url(spec.url, retry=_retry(), **_node_kwargs(spec))
+
+
+def is_cluster(r: Redis) -> bool:
+    return isinstance(r, RedisCluster)
+
+
+def _raw(reply: Any, **kw: Any) -> Any:
+    return reply
+
+
+def _raw_replies(r: Redis) -> Redis:
+    """XRANGE replies as hiredis gives them (lists of ``[id, [field, value, ...]]``), not
+    dicts: the executors build Arrow columns from them directly, and duplicate field names
+    survive. Only ever applied to a client of its own (see :func:`client`)."""
+    if isinstance(r, RedisCluster):
+        # A cluster client parses each reply with the client of the node that sent it: set the
+        # callback on the node clients this instance has, and on those it makes later (after
+        # a reshard or failover shows it new nodes).
+        nodes = r.nodes_manager
+        make_node = nodes.create_redis_node
+
+        def create_redis_node(host: str, port: int, **kwargs: Any) -> redis.Redis:
+            node = make_node(host, port, **kwargs)
+            node.set_response_callback("XRANGE", _raw)
+            return node
+
+        nodes.create_redis_node = create_redis_node  # type: ignore[method-assign]
+        for node in nodes.nodes_cache.values():
+            if node.redis_connection is not None:
+                node.redis_connection.set_response_callback("XRANGE", _raw)
+        return r
+    r.set_response_callback("XRANGE", _raw)
     return r
 
 
-_clients: dict[tuple[ConnectionSpec, bool], redis.Redis] = {}
+_clients: dict[tuple[ConnectionSpec, bool], Redis] = {}
 _lock = threading.Lock()
 
 
-def client(spec: ConnectionSpec, *, raw_xrange: bool = False) -> redis.Redis:
+def client(spec: ConnectionSpec, *, raw_xrange: bool = False) -> Redis:
     """The cached client of this process for ``spec``. ``raw_xrange=True`` gives a separate
     client whose XRANGE replies stay raw (never the shared one: its callbacks stay default)."""
     key = (spec, raw_xrange)

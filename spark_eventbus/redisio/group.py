@@ -11,12 +11,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import EventBusConnectionError
+from ..errors import EventBusConnectionError, RedisCommandError
 from ..ids import StreamId
 from ..keys import lease_key, plan_key
 from ..offsets import ClaimedRange, StreamBatch
 from .boundary import ResponseError, redis_errors
-from .client import ConnectionSpec, client
+from .client import ConnectionSpec, client, is_cluster
+from .deadletter import dead_letter, same_slot
 from .scripts import run_script
 from .streams import ACK_CHUNK, key_type, send_packed, stream_exists, text
 
@@ -41,6 +42,9 @@ class ReclaimResult:
     taken: tuple[tuple[str, int], ...]
     dead_lettered: int
     deleted: tuple[str, ...]
+    # (id, deliveries) over maxDeliveries, left pending: their dead-letter stream is in another
+    # cluster slot, so the caller moves them (redisio.deadletter)
+    poison: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,10 @@ class GroupStats:
     pending: int | None
     lag: int | None  # None: unknown (Redis 7.0 after XDEL/trim, or Redis < 7)
     last_delivered: str | None
+
+
+def _pairs(flat: list[Any]) -> tuple[tuple[str, int], ...]:
+    return tuple((text(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2))
 
 
 class ConsumerOps:
@@ -184,15 +192,24 @@ class ConsumerOps:
                 ) -> ReclaimResult:
         """One atomic XAUTOCLAIM pass of at most ``count`` entries (scans <= 10x that) into the
         plan of batch ``seq``; entries of plans ``>= protect_from`` are never taken."""
+        here = dead_letter_stream is not None and same_slot(self.redis, self.stream,
+                                                             dead_letter_stream)
         with self._errors("reclaiming idle entries"):
             res = run_script(self.redis, "reclaim",
-                             [self.stream, self.plan_key, dead_letter_stream or self.stream],
+                             [self.stream, self.plan_key,
+                              dead_letter_stream if here else self.stream],
                              [self.group, self.consumer, min_idle_ms, cursor, count, run,
-                              str(seq), max_deliveries, protect_from])
-        next_cursor, flat, dead, deleted = res
-        taken = tuple((text(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2))
-        return ReclaimResult(text(next_cursor), taken, int(dead),
-                             tuple(text(d) for d in deleted))
+                              str(seq), max_deliveries, protect_from, "1" if here else "0"])
+        next_cursor, flat, dead, deleted, poison = res
+        return ReclaimResult(text(next_cursor), _pairs(flat), int(dead),
+                             tuple(text(d) for d in deleted), _pairs(poison))
+
+    def dead_letter(self, dlq: str, entries: list[tuple[str, str, str]]) -> int:
+        """Move ``entries`` (id, reason, deliveries) to ``dlq`` and ack them, exactly once
+        (:func:`redisio.deadletter.dead_letter`); the number moved."""
+        with self._errors(f"dead-lettering entries to {dlq!r}"):
+            moved, _ = dead_letter(self.spec, self.stream, dlq, self.group, entries)
+        return moved
 
     # -- acks ----------------------------------------------------------------------------------
 
@@ -210,8 +227,13 @@ class ConsumerOps:
         with self._errors("acking committed entries"):
             pipe = self.redis.pipeline(transaction=False)
             for chunk in rest:
-                run_script(self.redis, "ack_range", [self.stream],
-                           [self.group, self.consumer, chunk.first, chunk.last], pipe)
+                # A cluster pipeline cannot load a script a node lacks (NOSCRIPT after a
+                # failover or reshard): run them one by one there.
+                acked_now = run_script(self.redis, "ack_range", [self.stream],
+                                       [self.group, self.consumer, chunk.first, chunk.last],
+                                       None if is_cluster(self.redis) else pipe)
+                if is_cluster(self.redis):
+                    acked += int(acked_now)
             ids = [i for i, _ in batch.reclaimed]
             for k in range(0, len(ids), ACK_CHUNK):
                 pipe.xack(self.stream, self.group, *ids[k:k + ACK_CHUNK])
@@ -230,9 +252,13 @@ class ConsumerOps:
             self._ack_ids_bytes -= len(self._ack_ids.pop(c))
         try:
             with self._errors("acking committed entries"):
-                replies = send_packed(self.redis, packed)
+                replies = send_packed(self.redis, self.stream, packed)
         except EventBusConnectionError:
             return None
+        except RedisCommandError as exc:
+            if is_cluster(self.redis) and ("MOVED" in str(exc) or "ASK" in str(exc)):
+                return None  # the slot is moving: ack_range goes through the cluster client
+            raise
         return sum(int(n) for n in replies)
 
     # -- progress ------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from redis.cluster import RedisCluster
+
 from ..errors import NotAStreamError
 from .client import Redis
 
@@ -59,11 +61,14 @@ def xack(r: Redis, stream: str, group: str, ids: Sequence[str], per_call: int = 
     return sum(int(n) for n in pipe.execute())
 
 
-def send_packed(r: Redis, packed: list[bytes]) -> list[Any]:
-    """Send commands already encoded as RESP (``packed``) in one round trip and read one reply
-    each, on a pool connection, through the client's ``Retry`` (only for idempotent commands:
-    a retry sends them all again)."""
-    pool = r.connection_pool
+def send_packed(r: Redis, key: str, packed: list[bytes]) -> list[Any]:
+    """Send commands already encoded as RESP (``packed``, all on ``key``) in one round trip and
+    read one reply each, on a pool connection of the node serving ``key``, through the client's
+    ``Retry`` (only for idempotent commands: a retry sends them all again). On a cluster, a slot
+    that moved answers MOVED/ASK, raised as a ``ResponseError``: the caller falls back to
+    commands the cluster client routes."""
+    node = r.get_node_from_key(key).redis_connection if isinstance(r, RedisCluster) else r
+    pool = node.connection_pool
     conn = pool.get_connection()
 
     def attempt() -> list[Any]:

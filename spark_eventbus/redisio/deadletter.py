@@ -1,0 +1,98 @@
+"""Moving entries between two streams exactly once: dead-lettering (source → dead-letter stream,
+then XACK) and the CLI's replay (dead-letter stream → target, then XDEL).
+
+On one node, or when both streams share a cluster slot, each move is one atomic Lua script
+(``dead_letter.lua``, ``dlq_replay.lua``). On Redis Cluster with the two streams in different
+slots no script may touch both, so a move takes three steps, each idempotent:
+
+1. read the entries (still pending / still dead-lettered) byte for byte, in the source's slot;
+2. add them to the destination with a marker of each source ID, in one script in the
+   destination's slot — an entry whose marker exists was added by an earlier attempt;
+3. XACK (or XDEL) them in the source's slot, then drop their markers.
+
+A retry after a crash between steps finds each entry either gone from the source (nothing to
+do) or marked (step 2 skips it), so no entry is added twice and none is lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..keys import dead_letter_marker_key, key_slot, replay_marker_key
+from .client import ConnectionSpec, Redis, client, is_cluster
+from .scripts import run_script
+from .streams import text, xack
+
+# Markers live only between steps 2 and 3; the TTL removes those of a move that never resumed.
+MARKER_TTL_MS = 7 * 24 * 3600 * 1000
+
+
+def same_slot(r: Redis, a: str, b: str) -> bool:
+    """Whether one script may touch both keys on this server."""
+    return not is_cluster(r) or key_slot(a) == key_slot(b)
+
+
+def dead_letter(spec: ConnectionSpec, source: str, dlq: str, group: str,
+                entries: Sequence[tuple[str, str, str]]) -> tuple[int, int]:
+    """Move ``entries`` — (id, reason, delivery count or '' for the group's count) — of
+    ``source`` to ``dlq`` with the ``dlq.*`` fields, and XACK them for ``group``. Entries no
+    longer pending for the group were moved (or acked) already and are skipped.
+    Returns (moved, skipped)."""
+    r = client(spec)
+    if same_slot(r, source, dlq):
+        args: list[Any] = [group]
+        for entry_id, reason, deliveries in entries:
+            args += [entry_id, reason, deliveries]
+        moved, skipped = run_script(r, "dead_letter", [source, dlq], args)
+        return int(moved), int(skipped)
+
+    pipe = r.pipeline(transaction=False)
+    for entry_id, _, _ in entries:
+        pipe.xpending_range(source, group, entry_id, entry_id, 1)
+    live = [(e, p[0]) for e, p in zip(entries, pipe.execute(), strict=True) if p]
+    if not live:
+        return 0, len(entries)
+    raw = client(spec, raw_xrange=True)
+    pipe = raw.pipeline(transaction=False)
+    for (entry_id, _, _), _ in live:
+        pipe.execute_command("XRANGE", source, entry_id, entry_id)
+    marker = dead_letter_marker_key(dlq, source, group)
+    args = [source, group, MARKER_TTL_MS]
+    for ((entry_id, reason, deliveries), pel), found in zip(live, pipe.execute(), strict=True):
+        fields = list(found[0][1]) if found else []  # deleted meanwhile: the dlq.* fields only
+        args += [entry_id, reason, deliveries or str(pel["times_delivered"]), len(fields),
+                 *fields]
+    run_script(r, "dead_letter_add", [dlq, marker], args)
+    ids = [entry_id for (entry_id, _, _), _ in live]
+    xack(r, source, group, ids)
+    r.srem(marker, *ids)  # after the XACK a retry skips them anyway (no longer pending)
+    return len(live), len(entries) - len(live)
+
+
+def replay_page(spec: ConnectionSpec, dlq: str, target: str, count: int, after: str
+                ) -> tuple[int, int, str]:
+    """Move up to ``count`` dead-lettered entries after ID ``after`` ('-': from the start) from
+    ``dlq`` back to ``target``, without their ``dlq.*`` fields; entries with no original field
+    are kept in ``dlq``. Returns (moved, kept, last ID looked at)."""
+    r = client(spec)
+    if same_slot(r, dlq, target):
+        moved, kept, last = run_script(r, "dlq_replay", [dlq, target], [count, after])
+        return int(moved), int(kept), text(last)
+
+    raw = client(spec, raw_xrange=True)
+    start = "-" if after == "-" else f"({after}"
+    page = raw.execute_command("XRANGE", dlq, start, "+", "COUNT", count)
+    if not page:
+        return 0, 0, after
+    marker = replay_marker_key(target, dlq)
+    args: list[Any] = [MARKER_TTL_MS]
+    for entry_id, fields in page:
+        args += [entry_id, len(fields), *fields]
+    _, _, kept, kept_ids = run_script(r, "dlq_replay_add", [target, marker], args)
+    keep = {text(i) for i in kept_ids}
+    gone = [text(e[0]) for e in page if text(e[0]) not in keep]
+    if gone:
+        r.xdel(dlq, *gone)
+        r.srem(marker, *gone)
+    return len(gone), int(kept), text(page[-1][0])

@@ -1,0 +1,345 @@
+"""Redis Cluster (issue 10): a real 3-master cluster started by the tests. Streams spread over
+every shard; dead-letter streams in other slots than their sources; slots moved and a master
+killed while queries run."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+from spark_eventbus import AckingBatchWriter
+from spark_eventbus.keys import dead_letter_marker_key, key_slot, plan_key
+from spark_eventbus.redisio import ConnectionSpec, client, dead_letter, is_cluster, run_script
+from tests.integration.helpers import checkpoint, pending, produce, run_available_now, stream_df
+from tests.redis_cluster import RedisClusterServer
+
+pytestmark = pytest.mark.integration
+
+
+def _spread(cluster: RedisClusterServer, prefix: str, per_node: int = 2) -> list[str]:
+    """Stream names of ``prefix`` whose slots lie on every master, ``per_node`` each."""
+    by_node: dict[int, list[str]] = {n.port: [] for n in cluster.nodes}
+    i = 0
+    while any(len(v) < per_node for v in by_node.values()):
+        name = f"{prefix}:{i}"
+        owner = cluster.node_of_slot(key_slot(name)).port
+        if len(by_node[owner]) < per_node:
+            by_node[owner].append(name)
+        i += 1
+    return [s for names in by_node.values() for s in names]
+
+
+def _other_node_stream(cluster: RedisClusterServer, prefix: str, avoid: list[str]) -> str:
+    """A stream name on another master than the first of ``avoid``."""
+    node = cluster.node_of_slot(key_slot(avoid[0])).port
+    i = 0
+    while cluster.node_of_slot(key_slot(f"{prefix}:{i}")).port == node:
+        i += 1
+    return f"{prefix}:{i}"
+
+
+def test_the_client_discovers_the_cluster_from_any_node(redis_cluster):
+    for node in redis_cluster.nodes:
+        r = client(ConnectionSpec(f"redis://127.0.0.1:{node.port}/0"))
+        assert is_cluster(r)
+        assert len(r.get_primaries()) == 3
+
+
+def test_a_password_protected_cluster_with_the_password_option(spark, tmp_path_factory):
+    cluster = RedisClusterServer(tmp_path_factory.mktemp("pw-cluster"), password="s3cret")
+    cluster.start()
+    try:
+        r = cluster.client()
+        streams = _spread(cluster, "pw", per_node=1)
+        ids = {s: produce(r, s, 50) for s in streams}
+        df = (spark.read.format("eventbus").option("url", cluster.url)
+              .option("password", "s3cret").option("stream", ",".join(streams)).load())
+        assert sorted((row["stream"], row["id"]) for row in df.collect()) == sorted(
+            (s, i) for s in streams for i in ids[s])
+        df.select("stream", "fields").withColumn("stream", F.concat("stream", F.lit(":copy"))) \
+            .write.format("eventbus").option("url", cluster.url).option("password", "s3cret") \
+            .mode("append").save()
+        assert all(r.xlen(f"{s}:copy") == 50 for s in streams)
+    finally:
+        cluster.stop()
+
+
+def test_one_query_reads_streams_on_every_shard(spark, redis_cluster, tmp_path):
+    r = redis_cluster.client()
+    streams = _spread(redis_cluster, f"rd{uuid.uuid4().hex[:6]}")
+    ids = {s: produce(r, s, 700) for s in streams}
+    df = stream_df(spark, redis_cluster.url, ",".join(streams), "g", maxEntriesPerTrigger=1500)
+    rows, q = run_available_now(df, tmp_path)
+    got = Counter((row["stream"], row["id"]) for row in rows)
+    assert set(got.values()) == {1}
+    assert set(got) == {(s, i) for s in streams for i in ids[s]}
+    assert len([p for p in q.recentProgress if p["numInputRows"]]) >= 3
+    for s in streams:
+        assert pending(r, s, "g") == 0
+        assert r.exists(plan_key(s, "g", "spark-g")) == 0
+    report = json.loads(q.recentProgress[-1]["sources"][0]["latestOffset"])
+    assert {s: report[s]["lag"] for s in streams} == dict.fromkeys(streams, 0)
+
+
+def test_sink_routes_rows_over_every_shard_exactly_once_across_a_replay(
+        spark, redis_cluster, tmp_path):
+    r = redis_cluster.client()
+    targets = _spread(redis_cluster, f"sk{uuid.uuid4().hex[:6]}")
+    src = tmp_path / "src"
+    spark.range(6000).select((F.col("id") % len(targets)).alias("k"),
+                             F.col("id").cast("string").alias("n")) \
+        .repartition(2).write.parquet(str(src))
+    mapping = F.create_map(*[x for i, t in enumerate(targets) for x in (F.lit(i), F.lit(t))])
+    df = (spark.readStream.schema("k BIGINT, n STRING").parquet(str(src))
+          .select(mapping[F.col("k")].alias("stream"), "n"))
+    chk = checkpoint(tmp_path)
+    for _ in range(2):
+        q = (df.writeStream.format("eventbus").option("url", redis_cluster.url)
+             .option("maxLen", "100000").option("checkpointLocation", chk)
+             .trigger(availableNow=True).start())
+        assert q.awaitTermination(300)
+        assert q.exception() is None
+        for f in Path(chk, "commits").iterdir():  # the next run replays the batch
+            f.unlink()
+    for k, t in enumerate(targets):
+        got = Counter(f[b"n"].decode() for _, f in r.xrange(t))
+        assert got == Counter(str(n) for n in range(k, 6000, len(targets))), t
+
+
+def test_acking_writer_dead_letters_into_another_slot_exactly_once(spark, redis_cluster,
+                                                                    tmp_path):
+    r = redis_cluster.client()
+    tag = uuid.uuid4().hex[:6]
+    sources = _spread(redis_cluster, f"aw{tag}", per_node=1)
+    dlq = _other_node_stream(redis_cluster, f"aw{tag}:dlq", sources[:1])
+
+    def payload(i: int) -> str:
+        return "{broken" if i % 10 == 0 else json.dumps({"n": i, "name": "x"})
+
+    ids = {s: produce(r, s, 1_000, payload=payload) for s in sources}
+    bad = {(s, xs[i]) for s, xs in ids.items() for i in range(0, len(xs), 10)}
+    writer = AckingBatchWriter(lambda df, _: df.count(), url=redis_cluster.url, group="g",
+                               dead_letter_stream=dlq)
+    df = stream_df(spark, redis_cluster.url, ",".join(sources), "g", ackMode="manual",
+                   valueSchema="n INT, name STRING", maxEntriesPerTrigger=1000)
+    q = (df.writeStream.foreachBatch(writer).option("checkpointLocation", checkpoint(tmp_path))
+         .trigger(availableNow=True).start())
+    assert q.awaitTermination(300)
+    assert q.exception() is None
+    moved = Counter((f[b"dlq.source.stream"].decode(), f[b"dlq.source.id"].decode())
+                    for _, f in r.xrange(dlq))
+    assert set(moved.values()) == {1} and set(moved) == bad
+    for s in sources:
+        assert pending(r, s, "g") == 0
+        assert r.exists(dead_letter_marker_key(dlq, s, "g")) == 0
+
+
+def test_a_move_interrupted_after_the_add_is_finished_without_a_second_copy(redis_cluster):
+    """The cross-slot move died after adding entries to the dead-letter stream (step 2) and
+    before acking them: the retry finds their markers, adds nothing, and acks them."""
+    r = redis_cluster.client()
+    tag = uuid.uuid4().hex[:6]
+    src = f"mv{tag}:src"
+    dlq = _other_node_stream(redis_cluster, f"mv{tag}:dlq", [src])
+    ids = produce(r, src, 20)
+    r.xgroup_create(src, "g", "0")
+    r.xreadgroup("g", "c", {src: ">"}, count=20)
+    spec = ConnectionSpec(redis_cluster.url)
+    marker = dead_letter_marker_key(dlq, src, "g")
+    first = []  # step 2 alone for the first 5 entries, as the crashed attempt did it
+    for entry_id in ids[:5]:
+        first += [entry_id, "bad", "1", 2, "n", "x"]
+    run_script(client(spec), "dead_letter_add", [dlq, marker], [src, "g", 60_000, *first])
+    assert r.xlen(dlq) == 5 and pending(r, src, "g") == 20
+    moved, skipped = dead_letter(spec, src, dlq, "g", [(i, "bad", "") for i in ids[:10]])
+    assert (moved, skipped) == (10, 0)
+    got = Counter(f[b"dlq.source.id"].decode() for _, f in r.xrange(dlq))
+    assert got == Counter(ids[:10])  # 5 from the crashed attempt + 5 new, none twice
+    assert pending(r, src, "g") == 10 and r.exists(marker) == 0
+    assert dead_letter(spec, src, dlq, "g", [(i, "bad", "") for i in ids[:10]]) == (0, 10)
+
+
+def test_reader_max_deliveries_dead_letters_into_another_slot(spark, redis_cluster, tmp_path):
+    r = redis_cluster.client()
+    tag = uuid.uuid4().hex[:6]
+    sources = _spread(redis_cluster, f"md{tag}", per_node=1)
+    dlq = _other_node_stream(redis_cluster, f"md{tag}:dlq", sources[:1])
+    ids = {}
+    for s in sources:
+        ids[s] = produce(r, s, 200)
+        r.xgroup_create(s, "g", "0")
+        r.xreadgroup("g", "dead-1", {s: ">"}, count=30)
+        r.xclaim(s, "g", "dead-2", 0, ids[s][:30])
+    time.sleep(0.3)
+    df = stream_df(spark, redis_cluster.url, ",".join(sources), "g", claimMinIdleMs=200,
+                   maxDeliveries=2, deadLetterStream=dlq)
+    rows, _ = run_available_now(df, tmp_path)
+    got = Counter((row["stream"], row["id"]) for row in rows)
+    assert set(got.values()) == {1}
+    assert set(got) == {(s, i) for s in sources for i in ids[s][30:]}
+    moved = Counter((f[b"dlq.source.stream"].decode(), f[b"dlq.source.id"].decode())
+                    for _, f in r.xrange(dlq))
+    assert set(moved.values()) == {1}
+    assert set(moved) == {(s, i) for s in sources for i in ids[s][:30]}
+    first = next(f for _, f in r.xrange(dlq))
+    assert b"maxDeliveries=2" in first[b"dlq.reason"] and first[b"payload"]
+    for s in sources:
+        assert pending(r, s, "g") == 0
+
+
+def test_cli_status_and_dlq_replay_across_slots(redis_cluster):
+    from spark_eventbus.cli import main
+
+    r = redis_cluster.client()
+    tag = uuid.uuid4().hex[:6]
+    target = f"cli{tag}:orders"
+    dlq = _other_node_stream(redis_cluster, f"cli{tag}:dlq", [target])
+    produce(r, target, 5)
+    r.xgroup_create(target, "g", "0")
+    for i in range(30):
+        r.xadd(dlq, {"n": str(i), "dlq.reason": "bad", "dlq.source.id": f"{i}-0"})
+    r.xadd(dlq, {"dlq.reason": "no original field"})
+    assert main(["--url", redis_cluster.url, "status", "--stream", target, "--dlq", dlq,
+                 "--json"]) == 0
+    assert main(["--url", redis_cluster.url, "dlq", "replay", "--from", dlq, "--to", target,
+                 "--limit", "10"]) == 0
+    assert main(["--url", redis_cluster.url, "dlq", "replay", "--from", dlq, "--to", target]) == 0
+    back = [f for _, f in r.xrange(target) if b"n" in f and not f.get(b"payload")]
+    assert sorted(int(f[b"n"]) for f in back) == list(range(30))
+    assert all(not any(k.startswith(b"dlq.") for k in f) for f in back)
+    assert r.xlen(dlq) == 1  # the entry with no original field stays
+
+
+def test_pipe_job_into_an_eventbus_stream_on_a_cluster(spark, redis_cluster, tmp_path):
+    from spark_eventbus.jobs.pipe import build_query, load_config
+
+    r = redis_cluster.client()
+    tag = uuid.uuid4().hex[:6]
+    source, target = f"pj{tag}:in", f"pj{tag}:out"
+    ids = produce(r, source, 2_000)
+    config = tmp_path / "pipe.toml"
+    config.write_text(f"""
+[source]
+url = "{redis_cluster.url}"
+stream = "{source}"
+group = "g"
+startingPosition = "earliest"
+maxEntriesPerTrigger = 700
+
+[sink]
+format = "eventbus"
+select = ["map_concat(fields, map('src', id)) AS fields"]
+options = {{ stream = "{target}" }}
+
+[query]
+checkpoint = "{tmp_path / 'chk'}"
+""")
+    q = build_query(spark, load_config(config))
+    q.awaitTermination(300)
+    assert q.exception() is None, q.exception()
+    assert sorted(f[b"src"].decode() for _, f in r.xrange(target)) == sorted(ids)
+    assert pending(r, source, "g") == 0
+
+
+# -- the topology changes while queries run -----------------------------------------------------
+
+
+def _copy_query(spark, url: str, source: str, target: str, chk: str):  # type: ignore[no-untyped-def]
+    df = stream_df(spark, url, source, "g", maxEntriesPerTrigger=500)
+    out = df.select(F.map_concat("fields", F.create_map(F.lit("src"), "id")).alias("fields"))
+    return (out.writeStream.format("eventbus").option("url", url).option("stream", target)
+            .option("chunkSize", "100").option("checkpointLocation", chk)
+            .trigger(processingTime="200 milliseconds").start())
+
+
+def _copied(r, target: str) -> Counter[str]:  # type: ignore[no-untyped-def]
+    return Counter(f[b"src"].decode() for _, f in r.xrange(target))
+
+
+def test_slots_move_to_another_master_while_a_copy_query_runs(spark, redis_cluster, tmp_path):
+    """Source and target slots are migrated (ASK during, MOVED after) while entries flow:
+    every entry arrives once and nothing stays pending."""
+    r = redis_cluster.client()
+    tag = uuid.uuid4().hex[:6]
+    source, target = f"{{mvs{tag}}}:in", f"{{mvt{tag}}}:out"
+    produced: list[str] = []
+    stop = threading.Event()
+
+    def producer() -> None:
+        i = 0
+        while not stop.is_set():
+            produced.extend(produce(r, source, 100, i))
+            i += 100
+            time.sleep(0.05)
+
+    r.xgroup_create(source, "g", "$", mkstream=True)
+    q = _copy_query(spark, redis_cluster.url, source, target, checkpoint(tmp_path))
+    t = threading.Thread(target=producer)
+    t.start()
+    try:
+        time.sleep(4)
+        for key in (source, target):
+            here = redis_cluster.node_of_slot(key_slot(key))
+            other = next(n for n in redis_cluster.nodes if n is not here)
+            redis_cluster.move_slot(key_slot(key), other)
+            time.sleep(2)
+        stop.set()
+        t.join()
+        deadline = time.monotonic() + 120
+        while len(_copied(r, target)) < len(produced) and time.monotonic() < deadline:
+            assert q.exception() is None, q.exception()
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        q.stop()
+    got = _copied(r, target)
+    assert set(got.values()) == {1}, [k for k, v in got.items() if v > 1][:5]
+    assert set(got) == set(produced)
+    assert len(produced) > 1000
+
+
+def test_a_master_killed_mid_query_loses_nothing_after_a_restart_from_the_checkpoint(
+        spark, tmp_path_factory, tmp_path):
+    """kill -9 of the master holding the streams while a copy query runs; the master comes
+    back (AOF). The query rides over it or fails with a retriable error; restarted from its
+    checkpoint it delivers every entry once into the target."""
+    cluster = RedisClusterServer(tmp_path_factory.mktemp("kill-cluster")).start()
+    try:
+        r = cluster.client()
+        source, target = "{kill}:in", "{kill}:out"
+        ids = produce(r, source, 6_000)
+        r.xgroup_create(source, "g", "0")
+        chk = checkpoint(tmp_path)
+        q = _copy_query(spark, cluster.url, source, target, chk)
+        deadline = time.monotonic() + 120
+        while r.xlen(target) < 1_000 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        node = cluster.node_of_slot(key_slot(source))
+        node.kill()
+        time.sleep(1)
+        node.start()
+        cluster.wait_ok()
+        try:
+            q.processAllAvailable()
+        except Exception as exc:  # a query that does not ride over it fails retriable
+            assert "EventBusConnectionError" in str(exc), exc
+        q.stop()
+        q = _copy_query(spark, cluster.url, source, target, chk)
+        r = cluster.client()
+        deadline = time.monotonic() + 180
+        while len(_copied(r, target)) < len(ids) and time.monotonic() < deadline:
+            assert q.exception() is None, q.exception()
+            time.sleep(0.5)
+        q.stop()
+        got = _copied(r, target)
+        assert set(got) == set(ids)
+        assert set(got.values()) == {1}
+    finally:
+        cluster.stop()

@@ -1,0 +1,133 @@
+"""A real Redis Cluster for tests: three masters (``redis-server --cluster-enabled yes``, AOF on)
+on free loopback ports, joined with ``redis-cli --cluster create``. Nodes can be killed and
+restarted, and slots moved between masters while queries run."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+from redis.cluster import RedisCluster
+
+from tests.redis_server import RedisServer, redis_binary
+
+
+def _port_pair_free(port: int) -> bool:
+    """``port`` and its cluster bus port (``port + 10000``) can both be bound."""
+    for p in (port, port + 10000):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                return False
+    return True
+
+
+def free_cluster_ports(n: int, start: int = 21000) -> list[int]:
+    ports: list[int] = []
+    port = start
+    while len(ports) < n:
+        if port + 10000 > 65535:
+            raise RuntimeError("no free port pairs for a test cluster")
+        if _port_pair_free(port):
+            ports.append(port)
+        port += 7
+    return ports
+
+
+class ClusterNode(RedisServer):
+    def __init__(self, workdir: Path, port: int, aof: bool = True, password: str | None = None
+                 ) -> None:
+        super().__init__(workdir, password=password, aof=aof)
+        self.port = port
+
+    def extra_args(self) -> list[str]:
+        return ["--cluster-enabled", "yes", "--cluster-config-file",
+                str(self.workdir / "nodes.conf"), "--cluster-node-timeout", "3000",
+                "--slowlog-log-slower-than", "1000"]
+
+
+class RedisClusterServer:
+    """Three masters, no replicas; every slot covered."""
+
+    def __init__(self, workdir: Path, masters: int = 3, aof: bool = True,
+                 password: str | None = None) -> None:
+        self.password = password
+        if redis_binary() is None or shutil.which("redis-cli") is None:
+            raise RuntimeError("the cluster tests need redis-server and redis-cli on PATH: run "
+                               "`make install` (Debian's redis-server brings both).")
+        ports = free_cluster_ports(masters)
+        self.nodes = [ClusterNode(workdir / f"node{p}", p, aof, password) for p in ports]
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.nodes[0].port}/0"
+
+    def start(self) -> RedisClusterServer:
+        for node in self.nodes:
+            node.start()
+        addrs = [f"127.0.0.1:{n.port}" for n in self.nodes]
+        auth = ["-a", self.password, "--no-auth-warning"] if self.password else []
+        out = subprocess.run(["redis-cli", *auth, "--cluster", "create", *addrs,
+                              "--cluster-replicas", "0", "--cluster-yes"],
+                             capture_output=True, text=True, timeout=60)
+        if out.returncode != 0:
+            raise RuntimeError(f"redis-cli --cluster create failed: {out.stdout}{out.stderr}")
+        self.wait_ok()
+        return self
+
+    def wait_ok(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                states = [n.client(socket_timeout=2).cluster("info")["cluster_state"]
+                          for n in self.nodes]
+                if all(s == "ok" for s in states):
+                    return
+            except redis.RedisError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("the test cluster did not reach cluster_state:ok")
+
+    def client(self) -> RedisCluster:
+        return RedisCluster(host="127.0.0.1", port=self.nodes[0].port, password=self.password)
+
+    def node_of(self, key: str) -> ClusterNode:
+        slot = self.client().keyslot(key)
+        return self.node_of_slot(slot)
+
+    def node_of_slot(self, slot: int) -> ClusterNode:
+        for start, end, master, *_ in self.nodes[0].client().execute_command("CLUSTER", "SLOTS"):
+            if start <= slot <= end:
+                return next(n for n in self.nodes if n.port == int(master[1]))
+        raise AssertionError(f"no node serves slot {slot}")
+
+    def move_slot(self, slot: int, target: ClusterNode) -> None:
+        """Migrate ``slot`` (with its keys) to ``target`` the way redis-cli reshard does:
+        IMPORTING/MIGRATING, MIGRATE key batches, then SETSLOT NODE on every master. Clients
+        meet ASK during the move and MOVED after it."""
+        source = self.node_of_slot(slot)
+        if source is target:
+            return
+        src, dst = source.client(), target.client()
+        src_id, dst_id = src.cluster("myid"), dst.cluster("myid")
+        src_id = src_id.decode() if isinstance(src_id, bytes) else src_id
+        dst_id = dst_id.decode() if isinstance(dst_id, bytes) else dst_id
+        dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+        src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+        while True:
+            keys = src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100)
+            if not keys:
+                break
+            src.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 10_000, "KEYS",
+                                *keys)
+        for n in self.nodes:
+            n.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
