@@ -18,6 +18,7 @@ from spark_eventbus import AckingBatchWriter
 from spark_eventbus.keys import dead_letter_marker_key, key_slot, plan_key
 from spark_eventbus.redisio import ConnectionSpec, client, dead_letter, is_cluster, run_script
 from tests.integration.helpers import checkpoint, pending, produce, run_available_now, stream_df
+from tests.integration.test_pipe_job import _source_toml
 from tests.redis_cluster import RedisClusterServer
 
 pytestmark = pytest.mark.integration
@@ -225,14 +226,8 @@ def test_pipe_job_into_an_eventbus_stream_on_a_cluster(spark, redis_cluster, tmp
     source, target = f"pj{tag}:in", f"pj{tag}:out"
     ids = produce(r, source, 2_000)
     config = tmp_path / "pipe.toml"
-    config.write_text(f"""
-[source]
-url = "{redis_cluster.url}"
-stream = "{source}"
-group = "g"
-startingPosition = "earliest"
-maxEntriesPerTrigger = 700
-
+    config.write_text(_source_toml(redis_cluster.url, {"stream": source, "group": "g"},
+                                   "maxEntriesPerTrigger = 700") + f"""
 [sink]
 format = "eventbus"
 select = ["map_concat(fields, map('src', id)) AS fields"]
