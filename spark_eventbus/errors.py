@@ -68,9 +68,15 @@ class UnwritableRowError(EventBusError):
 _URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^:@/\s]*):([^@/\s]+)@")
 
 
+# URL query options of redis-py that hold secrets (a TLS key path or its password).
+_URL_SECRET_QUERY = re.compile(r"((?:ssl_keyfile|ssl_password|password)=)[^&\s'\"]+")
+
+
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """Remove passwords: the ``user:password@`` part of URLs and every literal secret given."""
+    """Remove secrets: the ``user:password@`` part of URLs, secret URL query options
+    (``password=``, ``ssl_keyfile=``, ``ssl_password=``) and every literal secret given."""
     text = _URL_PASSWORD.sub(r"\1://\2:***@", text)
+    text = _URL_SECRET_QUERY.sub(r"\1***", text)
     for secret in secrets:
         if secret:
             text = text.replace(secret, "***")

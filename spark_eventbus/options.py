@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, redact
@@ -134,6 +135,16 @@ def check_url(url: str, password: str | None = None, *, name: str = "option 'url
     return url
 
 
+def existing_file(raw: str, name: str) -> str:
+    path = raw.strip()
+    if not path or not Path(path).is_file():
+        shown = "***" if name == "tlsKeyFile" else repr(raw)
+        raise ConfigError(f"option '{name}' = {shown} is invalid: no such file on the driver. "
+                          "Give the path of a PEM file readable on the driver and on every "
+                          "executor.")
+    return path
+
+
 def url(raw: str, name: str) -> str:
     return check_url(raw, name=f"option '{name}'")
 
@@ -189,6 +200,9 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option("url", "url", url, DEFAULT_URL, ALL),
     Option("password", "password", secret, None, ALL),
+    Option("tlsCaCert", "tls_ca_cert", existing_file, None, ALL),
+    Option("tlsCertFile", "tls_cert_file", existing_file, None, ALL),
+    Option("tlsKeyFile", "tls_key_file", existing_file, None, ALL),
     Option("stream", "streams", stream_list, (), READS),
     Option("stream", "stream", one_stream, None, frozenset({SINK})),
     Option("group", "group", optional_name, None, frozenset({STREAMING})),
@@ -280,6 +294,18 @@ def _parse(raw: Mapping[str, Any], mode: str, family: frozenset[str], warn: bool
     return values, set(given)
 
 
+def check_tls(v: Mapping[str, Any]) -> None:
+    """TLS files need a ``rediss://`` URL; a client key needs its certificate and back."""
+    given = [n for n, a in (("tlsCaCert", "tls_ca_cert"), ("tlsCertFile", "tls_cert_file"),
+                            ("tlsKeyFile", "tls_key_file")) if v.get(a)]
+    if given and not v["url"].startswith("rediss://"):
+        raise ConfigError(f"option '{given[0]}' needs TLS: use a rediss:// URL in option 'url' "
+                          "(redis:// connects without TLS).")
+    if bool(v.get("tls_cert_file")) != bool(v.get("tls_key_file")):
+        raise ConfigError("options 'tlsCertFile' and 'tlsKeyFile' go together (mutual TLS): "
+                          "give both the client certificate and its key, or neither.")
+
+
 # -- reads ---------------------------------------------------------------------------------------
 
 
@@ -290,6 +316,9 @@ class ReaderOptions:
 
     url: str
     password: str | None = field(repr=False)
+    tls_ca_cert: str | None
+    tls_cert_file: str | None
+    tls_key_file: str | None = field(repr=False)
     streams: tuple[str, ...]
     consumer: str | None
     starting_position: str
@@ -310,7 +339,8 @@ class ReaderOptions:
 
     @property
     def connection(self) -> ConnectionSpec:
-        return ConnectionSpec(self.url, self.password)
+        return ConnectionSpec(self.url, self.password, self.tls_ca_cert, self.tls_cert_file,
+                              self.tls_key_file)
 
     @property
     def consumer_name(self) -> str:
@@ -331,6 +361,7 @@ def parse_reader_options(raw: Mapping[str, Any], *, streaming: bool, warn: bool 
     unknown options and for options the mode (streaming or batch) ignores.
     """
     v, given = _parse(raw, STREAMING if streaming else BATCH, READS, warn)
+    check_tls(v)
     if not v["streams"]:
         raise ConfigError("option 'stream' is required: name the Redis stream key to read, or "
                           "several separated by commas, e.g. .option('stream', 'orders').")
@@ -371,6 +402,9 @@ class SinkOptions:
 
     url: str
     password: str | None = field(repr=False)
+    tls_ca_cert: str | None
+    tls_cert_file: str | None
+    tls_key_file: str | None = field(repr=False)
     stream: str | None  # None: rows are routed by a 'stream' column (checked by the sink)
     dead_letter_stream: str | None
     max_len: int | None
@@ -387,7 +421,8 @@ class SinkOptions:
 
     @property
     def connection(self) -> ConnectionSpec:
-        return ConnectionSpec(self.url, self.password)
+        return ConnectionSpec(self.url, self.password, self.tls_ca_cert, self.tls_cert_file,
+                              self.tls_key_file)
 
     @property
     def trims(self) -> bool:
@@ -401,6 +436,7 @@ def parse_sink_options(raw: Mapping[str, Any], *, warn: bool = True) -> SinkOpti
     rows with a ``stream`` column (checked against the schema by the sink).
     """
     v, _ = _parse(raw, SINK, frozenset({SINK}), warn)
+    check_tls(v)
     if v["dead_letter_stream"] is not None and v["dead_letter_stream"] == v["stream"]:
         raise ConfigError(
             f"option 'deadLetterStream' = {v['dead_letter_stream']!r} is also the target "

@@ -12,6 +12,7 @@ import pytest
 
 from tests.redis_cluster import RedisClusterServer
 from tests.redis_server import RedisServer
+from tests.redis_tls import TlsFiles, TlsRedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 # Python workers must run this interpreter (the one with spark_eventbus installed); without it
@@ -34,6 +35,30 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClu
     cluster = RedisClusterServer(tmp_path_factory.mktemp("cluster")).start()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    return TlsFiles(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="session")
+def tls_redis(tmp_path_factory: pytest.TempPathFactory, tls_files: TlsFiles
+              ) -> Iterator[TlsRedisServer]:
+    """A Redis on TLS (private CA), server certificate only."""
+    server = TlsRedisServer(tmp_path_factory.mktemp("redis-tls"), tls_files).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def mtls_redis(tmp_path_factory: pytest.TempPathFactory, tls_files: TlsFiles
+               ) -> Iterator[TlsRedisServer]:
+    """A Redis on TLS that requires client certificates (mutual TLS)."""
+    server = TlsRedisServer(tmp_path_factory.mktemp("redis-mtls"), tls_files, mutual=True)
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

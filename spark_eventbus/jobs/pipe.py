@@ -131,8 +131,12 @@ def build_query(spark: Any, cfg: PipeConfig) -> Any:
         out.write.format(cfg.sink_format).mode("append").options(**cfg.sink_options) \
             .save(cfg.sink_path)
 
+    source = {k.lower(): v for k, v in cfg.source.items()}
     writer = AckingBatchWriter(write, url=cfg.url, group=cfg.source["group"],
                                password=cfg.source.get("password"),
+                               tls_ca_cert=source.get("tlscacert"),
+                               tls_cert_file=source.get("tlscertfile"),
+                               tls_key_file=source.get("tlskeyfile"),
                                dead_letter_stream=cfg.dead_letter_stream, is_valid=cfg.is_valid)
     stream = events.writeStream.foreachBatch(writer).option("checkpointLocation",
                                                             cfg.checkpoint)

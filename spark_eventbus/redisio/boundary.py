@@ -6,6 +6,7 @@ what was being done and passes through :func:`~spark_eventbus.errors.redact`.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
@@ -30,6 +31,13 @@ RedisError = redis.RedisError
 ResponseError = redis.ResponseError
 
 
+def _is_tls_failure(exc: BaseException) -> bool:
+    text = str(exc)
+    return (isinstance(exc.__cause__ or exc.__context__, ssl.SSLError)
+            or "CERTIFICATE_VERIFY_FAILED" in text or ("SSL" in text and "certificate" in text)
+            or "TLSV1_ALERT" in text or "tlsv1 alert" in text.lower())
+
+
 def translate(exc: BaseException, what: str, secrets: Iterable[str | None] = ()) -> EventBusError:
     """Map a redis-py error raised while doing ``what`` to an :class:`EventBusError`.
 
@@ -50,6 +58,13 @@ def translate(exc: BaseException, what: str, secrets: Iterable[str | None] = ())
             f"the Redis Cluster could not serve a request while {what} ({detail}): a failover "
             "or resharding is in progress, or a master is down; retry when the cluster is "
             "healthy (redis-cli --cluster check).")
+    if isinstance(exc, redis.ConnectionError) and _is_tls_failure(exc):
+        return ConfigError(
+            f"the TLS handshake with Redis failed while {what} ({detail}): the server's "
+            "certificate is not trusted, or does not name the host in option 'url'. Give the "
+            "CA that signed it with option 'tlsCaCert' (or ssl_ca_certs=… in a rediss:// URL); "
+            "for a server that asks for client certificates, add 'tlsCertFile' and "
+            "'tlsKeyFile'.")
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
         return EventBusConnectionError(
             f"Redis did not answer while {what} ({detail}); check that the server at option "

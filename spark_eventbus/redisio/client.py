@@ -31,10 +31,15 @@ class ConnectionSpec:
 
     url: str
     password: str | None = field(default=None, repr=False)
+    # TLS (rediss://): the CA that signed the server's certificate, and for mutual TLS the
+    # client's certificate and key (a secret: never in repr or messages).
+    tls_ca_cert: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = field(default=None, repr=False)
 
     @property
     def secrets(self) -> tuple[str | None, ...]:
-        return (self.password,)
+        return (self.password, self.tls_key_file)
 
     @property
     def display(self) -> str:
@@ -55,6 +60,10 @@ def _node_kwargs(spec: ConnectionSpec) -> dict[str, Any]:
     }
     if spec.password:
         kwargs["password"] = spec.password
+    for option, value in (("ssl_ca_certs", spec.tls_ca_cert), ("ssl_certfile", spec.tls_cert_file),
+                          ("ssl_keyfile", spec.tls_key_file)):
+        if value:
+            kwargs[option] = value
     return kwargs
 
 
