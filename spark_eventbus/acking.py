@@ -52,7 +52,7 @@ class AckingBatchWriter:
     url, password, group
         Where to ack: the reader's ``url``/``password`` and consumer ``group``.
     tls_ca_cert, tls_cert_file, tls_key_file : str, optional
-        As the reader's ``tlsCaCert``, ``tlsCertFile``, ``tlsKeyFile`` (``rediss://`` URLs).
+        As the reader's ``tlsCaCert``, ``tlsCertFile``, ``tlsSecretKeyFile`` (``rediss://`` URLs).
     dead_letter_stream : str, optional
         Where malformed rows go, with ``dlq.reason``, ``dlq.source.stream``, ``dlq.source.id``,
         ``dlq.group``, ``dlq.delivery_count``. Without it a malformed row fails the batch.

@@ -1,4 +1,5 @@
-"""The operator's command line: ``eventbus status`` and ``eventbus dlq replay``.
+"""The operator's command line: ``eventbus status``, ``eventbus dlq replay`` and
+``eventbus acl-rule``.
 
 Also ``python -m spark_eventbus``. Errors print one line and exit non-zero: 2 for bad
 arguments, 1 for Redis errors; never a traceback.
@@ -11,6 +12,7 @@ import json
 import sys
 from typing import Any, NoReturn
 
+from .acl import ROLES, rule
 from .errors import EventBusError
 from .options import check_tls, check_url
 from .redisio import (
@@ -109,7 +111,17 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("--from", dest="source", required=True, help="the dead-letter stream")
     rp.add_argument("--to", dest="target", required=True, help="the stream to move them to")
     rp.add_argument("--limit", type=int, help="move at most this many")
+    ar = sub.add_parser("acl-rule", help="print the least-privilege ACL rule of a role")
+    ar.add_argument("--role", required=True, choices=sorted(ROLES))
+    ar.add_argument("--stream", required=True, action="append", help="repeat for several")
+    ar.add_argument("--dlq", help="the dead-letter stream, if the role writes one")
+    ar.add_argument("--user", default="<user>", help="user name in the printed command")
+    ar.add_argument("--cluster", action="store_true", help="add what Redis Cluster needs")
     args = ap.parse_args(argv)
+    if args.command == "acl-rule":  # no server needed
+        print(f"ACL SETUSER {args.user} on >{'<password>'} "
+              + rule(args.role, args.stream, args.dlq, args.cluster))
+        return 0
     try:
         check_url(args.url, args.password, name="--url")
     except EventBusError as exc:

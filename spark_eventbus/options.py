@@ -138,7 +138,7 @@ def check_url(url: str, password: str | None = None, *, name: str = "option 'url
 def existing_file(raw: str, name: str) -> str:
     path = raw.strip()
     if not path or not Path(path).is_file():
-        shown = "***" if name == "tlsKeyFile" else repr(raw)
+        shown = "***" if name == "tlsSecretKeyFile" else repr(raw)
         raise ConfigError(f"option '{name}' = {shown} is invalid: no such file on the driver. "
                           "Give the path of a PEM file readable on the driver and on every "
                           "executor.")
@@ -202,7 +202,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("password", "password", secret, None, ALL),
     Option("tlsCaCert", "tls_ca_cert", existing_file, None, ALL),
     Option("tlsCertFile", "tls_cert_file", existing_file, None, ALL),
-    Option("tlsKeyFile", "tls_key_file", existing_file, None, ALL),
+    Option("tlsSecretKeyFile", "tls_key_file", existing_file, None, ALL),
     Option("stream", "streams", stream_list, (), READS),
     Option("stream", "stream", one_stream, None, frozenset({SINK})),
     Option("group", "group", optional_name, None, frozenset({STREAMING})),
@@ -297,12 +297,12 @@ def _parse(raw: Mapping[str, Any], mode: str, family: frozenset[str], warn: bool
 def check_tls(v: Mapping[str, Any]) -> None:
     """TLS files need a ``rediss://`` URL; a client key needs its certificate and back."""
     given = [n for n, a in (("tlsCaCert", "tls_ca_cert"), ("tlsCertFile", "tls_cert_file"),
-                            ("tlsKeyFile", "tls_key_file")) if v.get(a)]
+                            ("tlsSecretKeyFile", "tls_key_file")) if v.get(a)]
     if given and not v["url"].startswith("rediss://"):
         raise ConfigError(f"option '{given[0]}' needs TLS: use a rediss:// URL in option 'url' "
                           "(redis:// connects without TLS).")
     if bool(v.get("tls_cert_file")) != bool(v.get("tls_key_file")):
-        raise ConfigError("options 'tlsCertFile' and 'tlsKeyFile' go together (mutual TLS): "
+        raise ConfigError("options 'tlsCertFile' and 'tlsSecretKeyFile' go together (mutual TLS): "
                           "give both the client certificate and its key, or neither.")
 
 

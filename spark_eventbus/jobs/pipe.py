@@ -136,7 +136,7 @@ def build_query(spark: Any, cfg: PipeConfig) -> Any:
                                password=cfg.source.get("password"),
                                tls_ca_cert=source.get("tlscacert"),
                                tls_cert_file=source.get("tlscertfile"),
-                               tls_key_file=source.get("tlskeyfile"),
+                               tls_key_file=source.get("tlssecretkeyfile"),
                                dead_letter_stream=cfg.dead_letter_stream, is_valid=cfg.is_valid)
     stream = events.writeStream.foreachBatch(writer).option("checkpointLocation",
                                                             cfg.checkpoint)

@@ -6,6 +6,7 @@ what was being done and passes through :func:`~spark_eventbus.errors.redact`.
 
 from __future__ import annotations
 
+import re
 import ssl
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ from ..errors import (
     redact,
 )
 from .client import ConnectionSpec
+from .scripts import command_at
 
 # A cluster that cannot serve a slot for now (failover, resharding, a master down): retriable.
 _CLUSTER_UNAVAILABLE = (redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError,
@@ -29,6 +31,35 @@ _CLUSTER_UNAVAILABLE = (redis.exceptions.ClusterDownError, redis.exceptions.TryA
 # What redis-py raises; other modules catch these names instead of importing redis.
 RedisError = redis.RedisError
 ResponseError = redis.ResponseError
+
+
+_NOPERM_COMMAND = re.compile(r"run the '([^']+)' command")
+_IN_SCRIPT = re.compile(r"script: ([0-9a-f]{40}), on @user_script:(\d+)")
+
+
+def _is_permission_error(exc: BaseException) -> bool:
+    text = str(exc)
+    return (isinstance(exc, redis.exceptions.NoPermissionError) or "NOPERM" in text
+            or "The user executing the script can't" in text)
+
+
+def _permission_message(text: str, what: str, detail: str) -> str:
+    """A missing ACL permission: name it and the rule to add."""
+    command = None
+    if found := _NOPERM_COMMAND.search(text):
+        command = found.group(1)
+    elif found := _IN_SCRIPT.search(text):  # Redis names only the script and its line
+        command = command_at(found.group(1), int(found.group(2)))
+    if command and "access" not in text:
+        missing = f"run the command '{command}' (add +{command} to the user's rule)"
+    elif "key" in text.lower():
+        missing = ("use a key this role reads or writes (add its key pattern to the user's "
+                   "rule: ~<stream> and ~{<stream>}:eventbus:*)")
+    else:
+        missing = "run a command of this role"
+    return (f"the Redis ACL user may not {missing} while {what} ({detail}). Give the user "
+            "the rule of its role: `eventbus acl-rule --role <role> --stream <stream>` prints "
+            "it (README: ACL rules).")
 
 
 def _is_tls_failure(exc: BaseException) -> bool:
@@ -48,6 +79,8 @@ def translate(exc: BaseException, what: str, secrets: Iterable[str | None] = ())
     what = redact(what, secrets)
     if isinstance(exc, EventBusError):
         return exc
+    if _is_permission_error(exc):
+        return ConfigError(_permission_message(str(exc), what, detail))
     if isinstance(exc, redis.AuthenticationError | redis.exceptions.AuthorizationError):
         return ConfigError(
             f"Redis refused the credentials while {what} ({detail}); "
@@ -64,7 +97,7 @@ def translate(exc: BaseException, what: str, secrets: Iterable[str | None] = ())
             "certificate is not trusted, or does not name the host in option 'url'. Give the "
             "CA that signed it with option 'tlsCaCert' (or ssl_ca_certs=… in a rediss:// URL); "
             "for a server that asks for client certificates, add 'tlsCertFile' and "
-            "'tlsKeyFile'.")
+            "'tlsSecretKeyFile'.")
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
         return EventBusConnectionError(
             f"Redis did not answer while {what} ({detail}); check that the server at option "

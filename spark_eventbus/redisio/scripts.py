@@ -4,6 +4,7 @@ with a KEYS/ARGV/returns header; ``_lib.lua`` (shared helpers) is prepended to e
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Sequence
 from functools import cache
@@ -23,6 +24,23 @@ def script_text(name: str) -> str:
     """The full text of script ``name`` (helpers included)."""
     lua = resources.files("spark_eventbus") / "lua"
     return (lua / "_lib.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+
+
+def command_at(sha: str, line: int) -> str | None:
+    """The Redis command a loaded script calls at ``line`` (for errors that name only the
+    script's SHA and line, such as an ACL refusal inside a script)."""
+    with _lock:
+        scripts = dict(_scripts)
+    for name, s in scripts.items():
+        if s.sha == sha:
+            lines = script_text(name).splitlines()
+            if 0 < line <= len(lines):
+                found = _CALL.search(lines[line - 1])
+                return found.group(1).lower() if found else None
+    return None
+
+
+_CALL = re.compile(r"redis\.call\('([A-Za-z]+)'")
 
 
 def _script(r: Redis, name: str) -> Script:

@@ -60,7 +60,7 @@ def test_mutual_tls_needs_the_client_certificate(spark, mtls_redis, tls_files):
     produce(r, stream, 100)
     ca, cert, key = str(tls_files.ca), str(tls_files.client_cert), str(tls_files.client_key)
     rows = (spark.read.format("eventbus").option("url", mtls_redis.url).option("stream", stream)
-            .option("tlsCaCert", ca).option("tlsCertFile", cert).option("tlsKeyFile", key)
+            .option("tlsCaCert", ca).option("tlsCertFile", cert).option("tlsSecretKeyFile", key)
             .load().collect())
     assert len(rows) == 100
     with pytest.raises(Exception, match="tlsCertFile") as err:
@@ -95,7 +95,7 @@ def test_tls_options_are_checked_before_anything_connects(tls_files):
     with pytest.raises(ConfigError, match="no such file") as err:
         parse_reader_options({"url": "rediss://h:1/0", "stream": "s",
                               "tlsCertFile": str(tls_files.client_cert),
-                              "tlsKeyFile": "/secret/place/key.pem"}, streaming=False)
+                              "tlsSecretKeyFile": "/secret/place/key.pem"}, streaming=False)
     assert "/secret/place" not in str(err.value)
 
 
@@ -113,3 +113,32 @@ def test_cli_over_mutual_tls(mtls_redis, tls_files):
                              text=True, timeout=60)
     assert refused.returncode == 1 and "TLS handshake" in refused.stderr
     assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+
+
+def test_secrets_stay_out_of_plans_progress_checkpoints_and_errors(spark, mtls_redis,
+                                                                    tls_files, tmp_path):
+    r = mtls_redis.client()
+    stream, _ = _names()
+    produce(r, stream, 300)
+    user, password = f"u{uuid.uuid4().hex[:6]}", "pw-" + uuid.uuid4().hex
+    r.execute_command("ACL", "SETUSER", user, "on", f">{password}", "~*", "+@all")
+    key = str(tls_files.client_key)
+    url = mtls_redis.url.replace("rediss://", f"rediss://{user}@")
+    tls = {"tlsCaCert": str(tls_files.ca), "tlsCertFile": str(tls_files.client_cert),
+           "tlsSecretKeyFile": key, "password": password}
+    df = stream_df(spark, url, stream, "g", maxEntriesPerTrigger=100, **tls)
+    chk = tmp_path / "chk"
+    q = (df.writeStream.format("noop").option("checkpointLocation", str(chk))
+         .trigger(availableNow=True).start())
+    assert q.awaitTermination(300) and q.exception() is None
+    texts = {"plan": df._jdf.queryExecution().toString(),
+             "progress": " ".join(str(p) for p in q.recentProgress)}
+    texts.update({str(f): f.read_text(errors="replace") for f in chk.rglob("*") if f.is_file()})
+    assert len(q.recentProgress) >= 3 and any("offsets" in name for name in texts)
+    bad_port = url.rsplit(":", 1)[0] + ":1/0"
+    with pytest.raises(Exception) as err:
+        spark.read.format("eventbus").options(**tls).option("url", bad_port) \
+            .option("stream", stream).load().collect()
+    texts["error"] = str(err.value)
+    for where, text in texts.items():
+        assert password not in text and key not in text, where

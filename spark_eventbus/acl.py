@@ -1,0 +1,73 @@
+"""Least-privilege ACL rules, one per role: the commands and key patterns each part of the
+connector needs (tested: a user with exactly the rule runs the role end to end). Print one with
+``eventbus acl-rule --role streaming-reader --stream orders``; the README lists them.
+
+Commands run inside the connector's Lua scripts are checked against the caller's ACL too, so
+they are listed. Key patterns cover the streams and the connector's own keys for them, which all
+start with ``{<tag>}:eventbus:`` (see :mod:`spark_eventbus.keys`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .keys import PREFIX, slot_tag
+
+# Every client: the RESP3 handshake, its name, health checks; scripts load on NOSCRIPT.
+_CONNECT = ("hello", "client|setname", "ping")
+_SCRIPTS = ("evalsha", "script|load")
+# redis-py's cluster client reads the topology and the command table at start.
+CLUSTER = ("cluster|slots", "cluster|shards", "command")
+
+ROLES: dict[str, tuple[str, ...]] = {
+    # spark.readStream: groups, claims and plans (claim.lua), reclaim (reclaim.lua), acks
+    # (ack_range.lua, XACK), the consumer lease (lease.lua), executors' XRANGE replay.
+    "streaming-reader": (*_CONNECT, *_SCRIPTS, "type", "xinfo|stream", "xinfo|groups",
+                         "xgroup|create", "xreadgroup", "xautoclaim", "xpending", "xack",
+                         "xrange", "get", "set", "del", "pttl", "hget", "hgetall", "hset",
+                         "hdel", "pexpire"),
+    # spark.read: XRANGE of a range, nothing written.
+    "batch-reader": (*_CONNECT, "type", "xrange", "xrevrange"),
+    # df.write / writeStream: sink_chunk.lua (XADD, trimming, markers), marker registry.
+    "sink": (*_CONNECT, *_SCRIPTS, "type", "xadd", "xtrim", "time", "sismember", "sadd",
+             "pexpire", "hset", "hgetall", "hdel", "unlink"),
+    # foreachBatch(AckingBatchWriter): XACK, dead_letter.lua; across cluster slots the marked
+    # steps of redisio/deadletter.py.
+    "acking-writer": (*_CONNECT, *_SCRIPTS, "xack", "xpending", "xrange", "xadd", "sismember",
+                      "sadd", "srem", "pexpire"),
+    # eventbus status / dlq replay
+    "cli": (*_CONNECT, *_SCRIPTS, "type", "xinfo|stream", "xinfo|groups", "xinfo|consumers",
+            "xlen", "xrange", "xadd", "xdel", "sismember", "sadd", "srem", "pexpire"),
+}
+# Roles that also touch the connector's keys of each stream ({<tag>}:eventbus:*).
+_OWN_KEYS = {"streaming-reader", "sink", "acking-writer", "cli"}
+
+
+def key_patterns(role: str, streams: Iterable[str], dead_letter_stream: str | None = None
+                 ) -> list[str]:
+    """The ``~pattern`` key rules of ``role`` for ``streams`` (and the dead-letter stream)."""
+    keys = list(streams) + ([dead_letter_stream] if dead_letter_stream else [])
+    patterns = [_glob_escape(k) for k in keys]
+    if role in _OWN_KEYS:
+        patterns += sorted({f"{{{_glob_escape(slot_tag(k))}}}:{PREFIX}:*" for k in keys})
+    if role == "sink":
+        patterns.append(f"{{{PREFIX}:*}}:{PREFIX}:sink-registry")
+    return patterns
+
+
+def rule(role: str, streams: Iterable[str], dead_letter_stream: str | None = None,
+         cluster: bool = False) -> str:
+    """The ACL SETUSER rule (after the user name and password) of ``role``."""
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
+    commands = ROLES[role] + (CLUSTER if cluster else ())
+    if role == "streaming-reader" and dead_letter_stream:  # maxDeliveries: reclaim.lua XADDs
+        commands += ("xadd", "sismember", "sadd", "srem")
+    keys = key_patterns(role, streams, dead_letter_stream)
+    return " ".join(["resetkeys", *(f"~{k}" for k in keys), "resetchannels", "-@all",
+                     *(f"+{c}" for c in commands)])
+
+
+def _glob_escape(key: str) -> str:
+    """A key as an ACL glob pattern that matches only itself."""
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in key)

@@ -1,0 +1,145 @@
+"""Least-privilege ACL users (issue 12): each role runs end to end with exactly the rule
+``eventbus acl-rule`` prints; a user lacking a permission fails at query start, naming it."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import Counter
+
+import pytest
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import functions as F
+
+from spark_eventbus import AckingBatchWriter
+from spark_eventbus.acl import rule
+from spark_eventbus.cli import main as cli
+from tests.integration.helpers import checkpoint, pending, produce, run_available_now, stream_df
+
+pytestmark = pytest.mark.integration
+
+
+def _user(r, redis_server, role: str, streams: list[str], dlq: str | None = None,  # type: ignore[no-untyped-def]
+          drop: str = "") -> str:
+    """A user with exactly ``role``'s rule (minus the token ``drop``); returns its URL."""
+    name = f"u{uuid.uuid4().hex[:8]}"
+    tokens = [t for t in rule(role, streams, dlq).split() if t != drop]
+    assert drop == "" or len(tokens) < len(rule(role, streams, dlq).split())
+    r.execute_command("ACL", "SETUSER", name, "on", ">pw", *tokens)
+    return f"redis://{name}:pw@127.0.0.1:{redis_server.port}/0"
+
+
+def _names() -> tuple[str, str]:
+    tag = uuid.uuid4().hex[:6]
+    return f"acl{tag}:orders", f"acl{tag}:orders:dlq"
+
+
+def test_streaming_reader_role_with_dead_lettering(spark, redis_server, tmp_path):
+    r = redis_server.client()
+    stream, dlq = _names()
+    ids = produce(r, stream, 3_000)
+    r.xgroup_create(stream, "g", "0")
+    r.xreadgroup("g", "dead-1", {stream: ">"}, count=20)
+    r.xclaim(stream, "g", "dead-2", 0, ids[:20])
+    time.sleep(0.3)
+    url = _user(r, redis_server, "streaming-reader", [stream], dlq)
+    df = stream_df(spark, url, stream, "g", maxEntriesPerTrigger=1000, claimMinIdleMs=200,
+                   maxDeliveries=2, deadLetterStream=dlq)
+    rows, _ = run_available_now(df, tmp_path)
+    assert Counter(row["id"] for row in rows) == Counter(ids[20:])
+    assert r.xlen(dlq) == 20 and pending(r, stream, "g") == 0
+
+
+def test_batch_reader_role(spark, redis_server):
+    r = redis_server.client()
+    stream, _ = _names()
+    produce(r, stream, 500)
+    url = _user(r, redis_server, "batch-reader", [stream])
+    df = spark.read.format("eventbus").option("url", url).option("stream", stream).load()
+    assert df.count() == 500
+
+
+def test_sink_role_routing_trimming_and_dead_letters(spark, redis_server, tmp_path):
+    r = redis_server.client()
+    stream, dlq = _names()
+    other = stream + ":2"
+    url = _user(r, redis_server, "sink", [stream, other], dlq)
+    df = spark.range(1000).select(
+        F.when(F.col("id") % 2 == 0, F.lit(stream)).otherwise(F.lit(other)).alias("stream"),
+        F.when(F.col("id") == 7, F.lit(None)).otherwise(F.col("id").cast("string")).alias("n"))
+    df.write.format("eventbus").option("url", url).option("deadLetterStream", dlq) \
+        .option("minId", "1h").mode("append").save()
+    assert r.xlen(stream) == 500 and r.xlen(other) == 499 and r.xlen(dlq) == 1
+    src = tmp_path / "src"
+    spark.range(300).select(F.col("id").cast("string").alias("n")).write.parquet(str(src))
+    q = (spark.readStream.schema("n STRING").parquet(str(src)).writeStream.format("eventbus")
+         .option("url", url).option("stream", stream).option("maxLen", "10000")
+         .option("checkpointLocation", checkpoint(tmp_path)).trigger(availableNow=True).start())
+    assert q.awaitTermination(300)
+    assert q.exception() is None
+    assert r.xlen(stream) == 800
+
+
+def test_acking_writer_role_behind_a_manual_reader(spark, redis_server, tmp_path):
+    r = redis_server.client()
+    stream, dlq = _names()
+    ids = produce(r, stream, 1_000, payload=lambda i: "{bad" if i % 10 == 0
+                  else json.dumps({"n": i, "name": "x"}))
+    reader_url = _user(r, redis_server, "streaming-reader", [stream])
+    writer_url = _user(r, redis_server, "acking-writer", [stream], dlq)
+    handled: list[str] = []
+    writer = AckingBatchWriter(lambda df, _: handled.extend(
+        row["id"] for row in df.select("id").collect()), url=writer_url, group="g",
+        dead_letter_stream=dlq)
+    df = stream_df(spark, reader_url, stream, "g", ackMode="manual",
+                   valueSchema="n INT, name STRING")
+    q = (df.writeStream.foreachBatch(writer).option("checkpointLocation", checkpoint(tmp_path))
+         .trigger(availableNow=True).start())
+    assert q.awaitTermination(300)
+    assert q.exception() is None
+    bad = {ids[i] for i in range(0, 1_000, 10)}
+    assert set(handled) == set(ids) - bad and r.xlen(dlq) == len(bad)
+    assert pending(r, stream, "g") == 0
+
+
+def test_cli_role(redis_server, capsys):
+    r = redis_server.client()
+    stream, dlq = _names()
+    produce(r, stream, 3)
+    r.xgroup_create(stream, "g", "0")
+    r.xadd(dlq, {"n": "1", "dlq.reason": "bad"})
+    url = _user(r, redis_server, "cli", [stream], dlq)
+    assert cli(["--url", url, "status", "--stream", stream, "--dlq", dlq]) == 0
+    assert cli(["--url", url, "dlq", "replay", "--from", dlq, "--to", stream]) == 0
+    assert r.xlen(stream) == 4 and r.xlen(dlq) == 0
+    assert "moved 1 entries" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("drop", ["+xautoclaim", "+xreadgroup", "+evalsha"])
+def test_a_missing_command_fails_at_query_start_naming_it(spark, redis_server, tmp_path, drop):
+    r = redis_server.client()
+    stream, _ = _names()
+    produce(r, stream, 100)
+    url = _user(r, redis_server, "streaming-reader", [stream], drop=drop)
+    q = (stream_df(spark, url, stream, "g").writeStream.format("noop")
+         .option("checkpointLocation", checkpoint(tmp_path)).start())
+    with pytest.raises(StreamingQueryException) as err:
+        q.awaitTermination(120)
+    text = str(err.value)
+    assert f"'{drop[1:]}'" in text and f"add {drop}" in text and "acl-rule" in text, text
+    assert q.lastProgress is None  # no batch ran, no task
+    assert "pw@" not in text
+
+
+def test_a_missing_key_pattern_fails_at_query_start_naming_it(spark, redis_server, tmp_path):
+    r = redis_server.client()
+    stream, _ = _names()
+    produce(r, stream, 100)
+    url = _user(r, redis_server, "streaming-reader", [stream], drop=f"~{{{stream}}}:eventbus:*")
+    q = (stream_df(spark, url, stream, "g").writeStream.format("noop")
+         .option("checkpointLocation", checkpoint(tmp_path)).start())
+    with pytest.raises(StreamingQueryException) as err:
+        q.awaitTermination(120)
+    assert "key pattern" in str(err.value) and "acl-rule" in str(err.value)
+    assert q.lastProgress is None
