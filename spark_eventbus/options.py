@@ -249,6 +249,9 @@ OPTIONS: tuple[Option, ...] = (
            whole(1, MAX_CHUNK_SIZE, "it is the number of rows per Redis call; larger calls "
                  "block Redis longer"), 1000, frozenset({SINK})),
     Option("writeId", "write_id", key_name, None, frozenset({SINK})),
+    Option("batchId", "batch_id",
+           whole(0, 2**63 - 1, "pass the batch_id that foreachBatch gives the function"),
+           None, frozenset({SINK})),
 )
 _SPELLING = {o.key: o.name for o in OPTIONS}
 
@@ -418,6 +421,9 @@ class SinkOptions:
     # function; with the streaming query's id and batch id (from Spark) it makes a replayed
     # batch idempotent too.
     write_id: str | None
+    # Under Spark Connect a foreachBatch write's tasks do not see the streaming batch id: the
+    # function passes it (with writeId unique to the query).
+    batch_id: int | None
 
     @property
     def connection(self) -> ConnectionSpec:
@@ -437,6 +443,9 @@ def parse_sink_options(raw: Mapping[str, Any], *, warn: bool = True) -> SinkOpti
     """
     v, _ = _parse(raw, SINK, frozenset({SINK}), warn)
     check_tls(v)
+    if v["batch_id"] is not None and v["write_id"] is None:
+        raise ConfigError(f"option 'batchId' = {v['batch_id']} works with option 'writeId' "
+                          "only (it names the write whose batch it is); add writeId.")
     if v["dead_letter_stream"] is not None and v["dead_letter_stream"] == v["stream"]:
         raise ConfigError(
             f"option 'deadLetterStream' = {v['dead_letter_stream']!r} is also the target "

@@ -259,13 +259,7 @@ class EventBusBatchWriter(_SinkBase, DataSourceArrowWriter):
         assert ctx is not None, "write() runs in a Spark task"
         query, batch = self.write_id, "0"
         if self.opts.write_id is not None:
-            streaming_query, streaming_batch = _streaming_ids(ctx)
-            if streaming_query is None or streaming_batch is None:
-                raise ConfigError(
-                    f"option 'writeId' = {self.opts.write_id!r} works inside foreachBatch of a "
-                    "streaming query only (it pairs the query's id and batch id with it); "
-                    "remove it from this batch write.")
-            query, batch = f"{streaming_query}:{self.opts.write_id}", streaming_batch
+            query, batch = _replayable_write(self.opts, *_streaming_ids(ctx))
         return write_partition(self.opts, self.plan, query, batch, ctx.partitionId(), iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -283,6 +277,24 @@ class EventBusBatchWriter(_SinkBase, DataSourceArrowWriter):
         _summary(msgs, "aborted write")
         if self.opts.write_id is None:  # a one-off write is never replayed under its id
             self._delete_markers(sorted({k for m in msgs for k in m.markers}))
+
+
+def _replayable_write(opts: SinkOptions, streaming_query: str | None,
+                      streaming_batch: str | None) -> tuple[str, str]:
+    """The (query, batch) that key a ``writeId`` write's markers. Spark's streaming query id and
+    batch id when the task sees them (classic Spark, inside foreachBatch); under Spark Connect
+    the tasks of a foreachBatch write do not, so option ``batchId`` gives the batch and
+    ``writeId`` alone names the write (it must then be unique per query)."""
+    assert opts.write_id is not None
+    if streaming_query is not None and streaming_batch is not None:
+        return f"{streaming_query}:{opts.write_id}", streaming_batch
+    if opts.batch_id is not None:
+        return opts.write_id, str(opts.batch_id)
+    raise ConfigError(
+        f"option 'writeId' = {opts.write_id!r} needs the streaming batch it belongs to, and "
+        "this write's tasks do not see one: use it inside foreachBatch, and under Spark Connect "
+        "add .option('batchId', batch_id) (the id foreachBatch passes) with a writeId unique "
+        "to the query; or remove writeId from this batch write.")
 
 
 def _streaming_ids(ctx: Any) -> tuple[str | None, str | None]:

@@ -13,6 +13,7 @@ import pytest
 from tests.redis_cluster import RedisClusterServer
 from tests.redis_server import RedisServer
 from tests.redis_tls import TlsFiles, TlsRedisServer
+from tests.spark_connect import ConnectServer
 
 ROOT = Path(__file__).resolve().parent.parent
 # Python workers must run this interpreter (the one with spark_eventbus installed); without it
@@ -57,6 +58,14 @@ def mtls_redis(tmp_path_factory: pytest.TempPathFactory, tls_files: TlsFiles
     """A Redis on TLS that requires client certificates (mutual TLS)."""
     server = TlsRedisServer(tmp_path_factory.mktemp("redis-mtls"), tls_files, mutual=True)
     server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """A Spark Connect server, its own process, for the run."""
+    server = ConnectServer(tmp_path_factory.mktemp("connect")).start()
     yield server
     server.stop()
 

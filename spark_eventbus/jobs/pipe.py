@@ -14,6 +14,7 @@ fail ``is_valid`` go to the dead-letter stream through :class:`AckingBatchWriter
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -117,6 +118,8 @@ def build_query(spark: Any, cfg: PipeConfig) -> Any:
         reader = reader.option(key, value)
     events = reader.load()
 
+    write_id = "pipe-" + hashlib.sha256(cfg.checkpoint.encode()).hexdigest()[:16]
+
     def write(batch: Any, batch_id: int) -> None:
         out = batch.selectExpr(*cfg.select) if cfg.select else batch
         if cfg.sink_format == "console":
@@ -125,8 +128,10 @@ def build_query(spark: Any, cfg: PipeConfig) -> Any:
         if cfg.sink_format == "eventbus":
             # writeId: with the query's id and batch id (from Spark) it makes a replayed batch
             # write nothing twice, so the pipe is exactly-once into Redis.
+            # batchId and a writeId of this checkpoint: also under Spark Connect, whose
+            # foreachBatch writes do not see the streaming ids (classic Spark pairs them too).
             out.write.format("eventbus").mode("append").options(**cfg.sink_options) \
-                .option("writeId", "pipe").save()
+                .option("writeId", write_id).option("batchId", batch_id).save()
             return
         out.write.format(cfg.sink_format).mode("append").options(**cfg.sink_options) \
             .save(cfg.sink_path)
@@ -166,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     if query.exception() is not None:
         print(f"pipe: the query failed: {query.exception()}", file=sys.stderr)
         return 1
-    rows = sum(p["numInputRows"] for p in query.recentProgress)
+    rows = sum(p.numInputRows for p in query.recentProgress)  # p["..."] is None on Connect
     print(json.dumps({"rows_read": rows, "batches": len(query.recentProgress),
                       "output": cfg.sink_path or cfg.sink_options.get("stream")
                       or cfg.sink_format}))

@@ -1,0 +1,70 @@
+"""Spark Connect (issue 11): a client with no JVM against a Connect server started by the tests
+as its own process; the data source and the foreachBatch functions run in the server's Python."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.integration.helpers import pending, produce
+from tests.integration.test_pipe_job import _source_toml
+
+pytestmark = pytest.mark.integration
+JOBS = Path(__file__).parent / "jobs"
+
+
+def _client_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+
+def test_reads_sink_and_acking_writer_through_spark_connect(connect_server, redis_server):
+    r = redis_server.client()
+    tag = uuid.uuid4().hex[:6]
+    source, copy, bad, dlq = (f"sc{tag}:{x}" for x in ("in", "copy", "bad", "dlq"))
+    ids = produce(r, source, 2_000)
+    bad_ids = produce(r, bad, 500, payload=lambda i: "{oops" if i % 5 == 0
+                      else json.dumps({"n": i, "name": "x"}))
+    run = subprocess.run(
+        [sys.executable, str(JOBS / "connect_client.py"), "--remote", connect_server.remote,
+         "--url", redis_server.url, "--source", source, "--copy", copy, "--bad", bad,
+         "--dlq", dlq], capture_output=True, text=True, timeout=600, env=_client_env())
+    assert run.returncode == 0, run.stderr[-3000:]
+    summary = json.loads(run.stdout.strip().splitlines()[-1])
+    assert summary == {"batch_rows": 2_000, "copy_error": None, "acking_error": None}
+    copied = Counter(f[b"src"].decode() for _, f in r.xrange(copy))
+    assert copied == Counter(ids)
+    assert pending(r, source, "g") == 0
+    moved = {f[b"dlq.source.id"].decode() for _, f in r.xrange(dlq)}
+    assert moved == {bad_ids[i] for i in range(0, 500, 5)}
+    assert pending(r, bad, "g") == 0
+
+
+def test_pipe_job_against_the_connect_server(connect_server, redis_server, names, tmp_path):
+    r = redis_server.client()
+    ids = produce(r, names["stream"], 1_500)
+    target = names["stream"] + ":out"
+    config = tmp_path / "pipe.toml"
+    config.write_text(_source_toml(redis_server.url, names, "maxEntriesPerTrigger = 500") + f"""
+[sink]
+format = "eventbus"
+select = ["map_concat(fields, map('src', id)) AS fields"]
+options = {{ stream = "{target}" }}
+
+[query]
+checkpoint = "{tmp_path / 'chk'}"
+""")
+    run = subprocess.run([sys.executable, "-m", "spark_eventbus.jobs.pipe", "--config",
+                          str(config)], capture_output=True, text=True, timeout=600,
+                         env={**_client_env(), "SPARK_REMOTE": connect_server.remote})
+    (tmp_path / "pipe.err").write_text(run.stderr)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1])["rows_read"] == 1_500
+    assert sorted(f[b"src"].decode() for _, f in r.xrange(target)) == sorted(ids)
+    assert pending(r, names["stream"], names["group"]) == 0
