@@ -313,15 +313,26 @@ def check_tls(v: Mapping[str, Any]) -> None:
 
 
 @dataclass(frozen=True)
-class ReaderOptions:
-    """Validated reader options (both read modes). Picklable; the password only builds clients.
-    Built by :func:`parse_reader_options`; defaults live in :data:`OPTIONS`."""
+class _Connected:
+    """Where Redis is, as both readers and writers take it (options url, password, tls*)."""
 
     url: str
     password: str | None = field(repr=False)
     tls_ca_cert: str | None
     tls_cert_file: str | None
     tls_key_file: str | None = field(repr=False)
+
+    @property
+    def connection(self) -> ConnectionSpec:
+        return ConnectionSpec(self.url, self.password, self.tls_ca_cert, self.tls_cert_file,
+                              self.tls_key_file)
+
+
+@dataclass(frozen=True)
+class ReaderOptions(_Connected):
+    """Validated reader options (both read modes). Picklable; the password only builds clients.
+    Built by :func:`parse_reader_options`; defaults live in :data:`OPTIONS`."""
+
     streams: tuple[str, ...]
     consumer: str | None
     starting_position: str
@@ -339,11 +350,6 @@ class ReaderOptions:
     start_id: str
     end_id: str
     group: str | None = None  # None for batch reads
-
-    @property
-    def connection(self) -> ConnectionSpec:
-        return ConnectionSpec(self.url, self.password, self.tls_ca_cert, self.tls_cert_file,
-                              self.tls_key_file)
 
     @property
     def consumer_name(self) -> str:
@@ -399,15 +405,10 @@ def parse_reader_options(raw: Mapping[str, Any], *, streaming: bool, warn: bool 
 
 
 @dataclass(frozen=True)
-class SinkOptions:
+class SinkOptions(_Connected):
     """Validated sink options. Picklable (it travels to the executors with the writer).
     Built by :func:`parse_sink_options`; defaults live in :data:`OPTIONS`."""
 
-    url: str
-    password: str | None = field(repr=False)
-    tls_ca_cert: str | None
-    tls_cert_file: str | None
-    tls_key_file: str | None = field(repr=False)
     stream: str | None  # None: rows are routed by a 'stream' column (checked by the sink)
     dead_letter_stream: str | None
     max_len: int | None
@@ -424,11 +425,6 @@ class SinkOptions:
     # Under Spark Connect a foreachBatch write's tasks do not see the streaming batch id: the
     # function passes it (with writeId unique to the query).
     batch_id: int | None
-
-    @property
-    def connection(self) -> ConnectionSpec:
-        return ConnectionSpec(self.url, self.password, self.tls_ca_cert, self.tls_cert_file,
-                              self.tls_key_file)
 
     @property
     def trims(self) -> bool:

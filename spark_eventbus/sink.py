@@ -291,10 +291,11 @@ def _replayable_write(opts: SinkOptions, streaming_query: str | None,
     if opts.batch_id is not None:
         return opts.write_id, str(opts.batch_id)
     raise ConfigError(
-        f"option 'writeId' = {opts.write_id!r} needs the streaming batch it belongs to, and "
-        "this write's tasks do not see one: use it inside foreachBatch, and under Spark Connect "
-        "add .option('batchId', batch_id) (the id foreachBatch passes) with a writeId unique "
-        "to the query; or remove writeId from this batch write.")
+        f"option 'writeId' = {opts.write_id!r} works inside foreachBatch of a streaming query "
+        "only (it pairs the query's id and batch id with it), and this write's tasks see no "
+        "streaming batch. Under Spark Connect, whose foreachBatch writes do not see them, add "
+        ".option('batchId', batch_id) (the id foreachBatch passes) with a writeId unique to the "
+        "query; otherwise remove writeId from this batch write.")
 
 
 def _streaming_ids(ctx: Any) -> tuple[str | None, str | None]:
