@@ -40,7 +40,8 @@ _IN_SCRIPT = re.compile(r"script: ([0-9a-f]{40}), on @user_script:(\d+)")
 def _is_permission_error(exc: BaseException) -> bool:
     text = str(exc)
     return (isinstance(exc, redis.exceptions.NoPermissionError) or "NOPERM" in text
-            or "The user executing the script can't" in text)
+            or "The user executing the script can't" in text  # Redis 7, inside a script
+            or "ACL failure in script" in text)  # Valkey, inside a script
 
 
 def _permission_message(text: str, what: str, detail: str) -> str:
