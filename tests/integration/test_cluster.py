@@ -18,7 +18,7 @@ from spark_eventbus import AckingBatchWriter
 from spark_eventbus.keys import dead_letter_marker_key, key_slot, plan_key
 from spark_eventbus.redisio import ConnectionSpec, client, dead_letter, is_cluster, run_script
 from tests.integration.helpers import checkpoint, pending, produce, run_available_now, stream_df
-from tests.integration.test_pipe_job import _source_toml
+from tests.integration.test_pipe_job import _copy_pipe_config
 from tests.redis_cluster import RedisClusterServer
 
 pytestmark = pytest.mark.integration
@@ -225,17 +225,9 @@ def test_pipe_job_into_an_eventbus_stream_on_a_cluster(spark, redis_cluster, tmp
     tag = uuid.uuid4().hex[:6]
     source, target = f"pj{tag}:in", f"pj{tag}:out"
     ids = produce(r, source, 2_000)
-    config = tmp_path / "pipe.toml"
-    config.write_text(_source_toml(redis_cluster.url, {"stream": source, "group": "g"},
-                                   "maxEntriesPerTrigger = 700") + f"""
-[sink]
-format = "eventbus"
-select = ["map_concat(fields, map('src', id)) AS fields"]
-options = {{ stream = "{target}" }}
-
-[query]
-checkpoint = "{tmp_path / 'chk'}"
-""")
+    config = _copy_pipe_config(tmp_path / "pipe.toml", redis_cluster.url,
+                               {"stream": source, "group": "g"}, "maxEntriesPerTrigger = 700",
+                               target, tmp_path / "chk")
     q = build_query(spark, load_config(config))
     q.awaitTermination(300)
     assert q.exception() is None, q.exception()

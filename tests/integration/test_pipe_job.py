@@ -28,6 +28,22 @@ startingPosition = "earliest"
 """
 
 
+def _copy_pipe_config(path: Path, url: str, names: dict[str, str], extra: str, target: str,
+                      checkpoint: Path) -> Path:
+    """A pipe config copying the test's stream into the eventbus stream ``target``, each entry
+    tagged with its source ID (``src``); written to ``path``."""
+    path.write_text(_source_toml(url, names, extra) + f"""
+[sink]
+format = "eventbus"
+select = ["map_concat(fields, map('src', id)) AS fields"]
+options = {{ stream = "{target}" }}
+
+[query]
+checkpoint = "{checkpoint}"
+""")
+    return path
+
+
 def test_pipe_job_runs_through_spark_submit(redis_server, names, tmp_path):
     r = redis_server.client()
     ids = produce(r, names["stream"], 1_000,
@@ -71,16 +87,8 @@ def test_pipe_job_into_an_eventbus_stream_is_exactly_once(spark, redis_server, n
     r = redis_server.client()
     ids = produce(r, names["stream"], 3_000)
     target, chk = names["stream"] + ":out", tmp_path / "chk"
-    config = tmp_path / "pipe.toml"
-    config.write_text(_source_toml(redis_server.url, names, "maxEntriesPerTrigger = 1000") + f"""
-[sink]
-format = "eventbus"
-select = ["map_concat(fields, map('src', id)) AS fields"]
-options = {{ stream = "{target}" }}
-
-[query]
-checkpoint = "{chk}"
-""")
+    config = _copy_pipe_config(tmp_path / "pipe.toml", redis_server.url, names,
+                               "maxEntriesPerTrigger = 1000", target, chk)
     cfg = load_config(config)
     q = build_query(spark, cfg)
     q.awaitTermination(300)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import pending, produce
-from tests.integration.test_pipe_job import _source_toml
+from tests.integration.test_pipe_job import _copy_pipe_config
 
 pytestmark = pytest.mark.integration
 JOBS = Path(__file__).parent / "jobs"
@@ -50,16 +50,8 @@ def test_pipe_job_against_the_connect_server(connect_server, redis_server, names
     r = redis_server.client()
     ids = produce(r, names["stream"], 1_500)
     target = names["stream"] + ":out"
-    config = tmp_path / "pipe.toml"
-    config.write_text(_source_toml(redis_server.url, names, "maxEntriesPerTrigger = 500") + f"""
-[sink]
-format = "eventbus"
-select = ["map_concat(fields, map('src', id)) AS fields"]
-options = {{ stream = "{target}" }}
-
-[query]
-checkpoint = "{tmp_path / 'chk'}"
-""")
+    config = _copy_pipe_config(tmp_path / "pipe.toml", redis_server.url, names,
+                               "maxEntriesPerTrigger = 500", target, tmp_path / "chk")
     run = subprocess.run([sys.executable, "-m", "spark_eventbus.jobs.pipe", "--config",
                           str(config)], capture_output=True, text=True, timeout=600,
                          env={**_client_env(), "SPARK_REMOTE": connect_server.remote})
