@@ -22,6 +22,7 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from spark_eventbus import AckingBatchWriter, ConfigError
 from spark_eventbus.keys import key_slot, lease_key, plan_key
+from spark_eventbus.lease import LEASE_TTL_MS
 from tests.integration.helpers import (
     checkpoint,
     driver_reader,
@@ -204,8 +205,12 @@ def test_second_live_query_on_one_consumer_is_refused_naming_the_option(
             third.stop()
     finally:
         first.stop()
-    # a stopped query gives its lease back: the same consumer starts at once
-    assert r.exists(lease_key(names["stream"], names["group"], f"spark-{names['group']}")) == 0
+    # A stopped query gives its lease back: the same consumer starts at once. The JVM stops the
+    # source runner with SIGTERM and does not wait for it, so the release lands shortly after
+    # stop() returns — well before the lease's TTL (15 s) would have let it expire.
+    wait_for(lambda: r.exists(lease_key(names["stream"], names["group"],
+                                        f"spark-{names['group']}")) == 0,
+             LEASE_TTL_MS / 1000 / 2, "the stopped query to give its lease back")
     _, q = run_available_now(stream_df(spark, redis_server.url, names["stream"],
                                        names["group"]), tmp_path)
     assert q.exception() is None
