@@ -17,6 +17,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
+from . import _portable
 from .errors import ConfigError, EventBusError
 from .options import DEFAULT_URL, check_tls, check_url
 from .redisio import ConnectionSpec, client, dead_letter, redis_errors, xack
@@ -97,6 +98,13 @@ class AckingBatchWriter:
         self.ack_batch_size = ack_batch_size
         self.is_valid = is_valid
         self.last_report: BatchReport | None = None
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Spark Connect pickles the foreachBatch function to the server: restored there through
+        # a function pickled by value, a server without the package gets a clear error.
+        from . import __version__
+
+        return _portable.reducer(self, __version__)
 
     def __repr__(self) -> str:
         return (f"AckingBatchWriter(group={self.group!r}, dead_letter_stream="

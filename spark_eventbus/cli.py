@@ -1,5 +1,5 @@
-"""The operator's command line: ``eventbus status``, ``eventbus dlq replay`` and
-``eventbus acl-rule``.
+"""The operator's command line: ``eventbus status``, ``eventbus dlq replay``,
+``eventbus acl-rule`` and ``eventbus pyfiles``.
 
 Also ``python -m spark_eventbus``. Errors print one line and exit non-zero: 2 for bad
 arguments, 1 for Redis errors; never a traceback.
@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any, NoReturn
 
+from . import pyfiles
 from .acl import ROLES, rule
 from .errors import EventBusError
 from .options import check_tls, check_url
@@ -117,10 +119,19 @@ def main(argv: list[str] | None = None) -> int:
     ar.add_argument("--dlq", help="the dead-letter stream, if the role writes one")
     ar.add_argument("--user", default="<user>", help="user name in the printed command")
     ar.add_argument("--cluster", action="store_true", help="add what Redis Cluster needs")
+    pf = sub.add_parser("pyfiles", help="write a zip for spark-submit --py-files")
+    pf.add_argument("out", help="the zip to write, e.g. eventbus-pyfiles.zip")
+    pf.add_argument("--no-redis", action="store_true",
+                    help="leave redis-py out (the cluster's Python has it)")
     args = ap.parse_args(argv)
     if args.command == "acl-rule":  # no server needed
         print(f"ACL SETUSER {args.user} on >{'<password>'} "
               + rule(args.role, args.stream, args.dlq, args.cluster))
+        return 0
+    if args.command == "pyfiles":
+        names = pyfiles.build(Path(args.out), include_redis=not args.no_redis)
+        print(f"wrote {args.out} ({len(names)} files): pass it to spark-submit with "
+              f"--py-files {args.out}")
         return 0
     try:
         check_url(args.url, args.password, name="--url")

@@ -14,6 +14,7 @@ from tests.redis_cluster import RedisClusterServer
 from tests.redis_server import RedisServer, redis_binary
 from tests.redis_tls import TlsFiles, TlsRedisServer
 from tests.spark_connect import ConnectServer
+from tests.spark_standalone import StandaloneCluster
 
 ROOT = Path(__file__).resolve().parent.parent
 # Python workers must run this interpreter (the one with spark_eventbus installed); without it
@@ -81,6 +82,14 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect
     server = ConnectServer(tmp_path_factory.mktemp("connect")).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """A Spark standalone master and two one-core workers, each its own JVM, for the run."""
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("standalone")).start()
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture

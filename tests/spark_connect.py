@@ -42,7 +42,8 @@ class ConnectServer:
              "--conf", f"spark.pyspark.python={self.python}",
              "--driver-java-options",
              f"-Dlog4j2.configurationFile=file:{ROOT / 'conf' / 'log4j2.properties'}",
-             "spark-internal"], stdout=log, stderr=log, env=env, start_new_session=True)
+             "spark-internal"], stdout=log, stderr=log, env=env, start_new_session=True,
+            cwd=self.workdir)  # not the checkout: its Python workers would import from it
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

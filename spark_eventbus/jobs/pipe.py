@@ -165,7 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    from spark_eventbus import register
+
     spark = SparkSession.builder.appName("eventbus-pipe").getOrCreate()
+    # Spark finds format("eventbus") through the installed pyspark_eventbus module; a package
+    # shipped with --py-files is on sys.path but not seen by that lookup, so register it here.
+    register(spark)
     query = build_query(spark, cfg)
     query.awaitTermination()
     if query.exception() is not None:

@@ -15,6 +15,8 @@ import pytest
 
 from tests.integration.helpers import pending, produce
 from tests.integration.test_pipe_job import _copy_pipe_config
+from tests.lean_env import WITHOUT_EVENTBUS, lean_python
+from tests.spark_connect import ConnectServer
 
 pytestmark = pytest.mark.integration
 JOBS = Path(__file__).parent / "jobs"
@@ -60,3 +62,25 @@ def test_pipe_job_against_the_connect_server(connect_server, redis_server, names
     assert json.loads(run.stdout.strip().splitlines()[-1])["rows_read"] == 1_500
     assert sorted(f[b"src"].decode() for _, f in r.xrange(target)) == sorted(ids)
     assert pending(r, names["stream"], names["group"]) == 0
+
+
+def test_a_connect_server_without_the_package_says_what_to_install(redis_server,
+                                                                   tmp_path_factory):
+    work = tmp_path_factory.mktemp("bare-connect")
+    python = lean_python(work / "lean", WITHOUT_EVENTBUS)
+    server = ConnectServer(work / "server", python=str(python)).start()
+    try:
+        run = subprocess.run(
+            [sys.executable, str(JOBS / "connect_bare.py"), "--remote", server.remote,
+             "--url", redis_server.url, "--stream", "bare:" + uuid.uuid4().hex[:6]],
+            capture_output=True, text=True, timeout=300, env=_client_env())
+    finally:
+        server.stop()
+    assert run.returncode == 0, run.stderr[-3000:]
+    errors = json.loads(run.stdout.strip().splitlines()[-1])
+    # format("eventbus"): Spark's own error names the format
+    assert "Failed to find the data source: eventbus" in errors["read"], errors["read"]
+    # the pickled AckingBatchWriter: what is missing, where, and the command to install it
+    assert "spark-eventbus is not installed in the Python that runs this AckingBatchWriter" \
+        in errors["acking"], errors["acking"]
+    assert str(python) in errors["acking"] and "pip install 'spark-eventbus==" in errors["acking"]
