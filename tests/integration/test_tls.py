@@ -11,8 +11,11 @@ from collections import Counter
 
 import pytest
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import functions as F
+from redis.cluster import RedisCluster
 
 from spark_eventbus import AckingBatchWriter, ConfigError
+from spark_eventbus.keys import key_slot
 from tests.integration.helpers import checkpoint, pending, produce, stream_df
 
 pytestmark = pytest.mark.integration
@@ -142,3 +145,33 @@ def test_secrets_stay_out_of_plans_progress_checkpoints_and_errors(spark, mtls_r
     texts["error"] = str(err.value)
     for where, text in texts.items():
         assert password not in text and key not in text, where
+
+
+def test_a_redis_cluster_over_tls(spark, tls_cluster, tls_files, tmp_path):
+    """rediss:// to one node of a TLS cluster: the client follows the topology over TLS (the
+    nodes announce their TLS ports); a read of streams on every shard into the sink, and the
+    CLI."""
+    r = RedisCluster.from_url(tls_cluster.url, ssl_ca_certs=str(tls_files.ca))
+    tag = uuid.uuid4().hex[:6]
+    streams = [f"tlsc{tag}:{i}" for i in range(6)]
+    shards = {tls_cluster.node_of_slot(key_slot(s)).port for s in streams}
+    assert len(shards) >= 2, "the streams should span shards"
+    ids = {s: produce(r, s, 300) for s in streams}
+    ca = str(tls_files.ca)
+    df = stream_df(spark, tls_cluster.url, ",".join(streams), "g", tlsCaCert=ca,
+                   maxEntriesPerTrigger=700)
+    target = f"{{tlsc{tag}}}:copy"
+    q = (df.select(F.map_concat("fields", F.create_map(F.lit("src"), F.concat_ws(
+        "/", "stream", "id"))).alias("fields"))
+         .writeStream.format("eventbus").option("url", tls_cluster.url)
+         .option("tlsCaCert", ca).option("stream", target)
+         .option("checkpointLocation", checkpoint(tmp_path)).trigger(availableNow=True).start())
+    assert q.awaitTermination(300) and q.exception() is None
+    copied = Counter(f[b"src"].decode() for _, f in r.xrange(target))
+    assert copied == Counter(f"{s}/{i}" for s in streams for i in ids[s])
+    assert all(pending(r, s, "g") == 0 for s in streams)
+    status = subprocess.run([sys.executable, "-m", "spark_eventbus", "--url", tls_cluster.url,
+                             "--tls-ca-cert", ca, "status", "--stream", streams[-1], "--json"],
+                            capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["length"] == 300
