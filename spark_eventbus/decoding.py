@@ -317,6 +317,9 @@ class ValueParser:
 # Arrow batches
 
 
+_MAX_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the end of Spark's range
+
+
 class BatchBuilder:
     """Turns raw ``[id, [k, v, k, v, ...]]`` entries into Arrow record batches of ``schema``."""
 
@@ -339,13 +342,17 @@ class BatchBuilder:
         flat = pa.array([e[1] or [] for e in entries], pa.list_(pa.binary()))
         pairs = flat.flatten()
         idx = np.arange(0, len(pairs), 2, dtype=np.int64)
-        keys = pairs.take(pa.array(idx)).cast(pa.string())
+        keys = _to_utf8(pairs.take(pa.array(idx)))
         values = pairs.take(pa.array(idx + 1))
         if not self.fields_binary:
             values = _to_utf8(values)
         offsets = pc.divide(flat.offsets, 2).cast(pa.int32())
         maps = pa.MapArray.from_arrays(offsets, keys, values, type=self.map_type)
-        ms = pc.list_element(pc.split_pattern(ids, "-", max_splits=1), 0).cast(pa.int64())
+        # An ID's millisecond part is any 64-bit unsigned number; Spark's timestamps end at
+        # 9999-12-31: later IDs get that last millisecond (``id`` keeps the exact value).
+        ms = pc.min_element_wise(
+            pc.list_element(pc.split_pattern(ids, "-", max_splits=1), 0).cast(pa.uint64()),
+            pa.scalar(_MAX_TIMESTAMP_MS, pa.uint64())).cast(pa.int64())
         if delivery_counts is None:
             counts = pa.nulls(n, pa.int32())
         elif isinstance(delivery_counts, int):
@@ -374,9 +381,11 @@ class BatchBuilder:
 
 
 def _to_utf8(arr: pa.Array) -> pa.Array:
-    """Binary → string; invalid UTF-8 is replaced (use fieldsType=binary for raw bytes)."""
+    """Binary → string (field names; values unless fieldsType=binary). Invalid UTF-8 bytes
+    become ``\\xNN`` escapes, so that two different names stay two names and no entry fails
+    to decode (a failing entry would fail its batch on every retry)."""
     try:
         return arr.cast(pa.string())
     except pa.ArrowInvalid:
-        return pa.array([None if v is None else v.decode("utf-8", "replace")
+        return pa.array([None if v is None else v.decode("utf-8", "backslashreplace")
                          for v in arr.to_pylist()], pa.string())

@@ -51,7 +51,7 @@ from .planning import (
     stream_grants,
 )
 from .prefetch import Prefetcher
-from .redisio import ClaimResult, ConsumerOps
+from .redisio import GROUP_GONE_FIX, ClaimResult, ConsumerOps
 
 log = logging.getLogger("spark_eventbus")
 
@@ -358,9 +358,8 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._report_loss(name, res)
             if res.status == "nogroup":
                 raise EventBusError(
-                    f"consumer group {self.options.group!r} of stream {name!r} disappeared while "
-                    "the query ran (XGROUP DESTROY or the key was deleted); restart the query "
-                    "to recreate it.")
+                    f"consumer group {self.options.group!r} of stream {name!r} no longer exists: "
+                    f"it was destroyed (XGROUP DESTROY) while the query ran. {GROUP_GONE_FIX}")
             if res.chunk is None:
                 break
             ranges.append(res.chunk)

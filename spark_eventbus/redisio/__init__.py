@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from .boundary import RedisError, ResponseError, redis_errors, translate
+from .boundary import GROUP_GONE_FIX, RedisError, ResponseError, redis_errors, translate
 from .client import ConnectionSpec, Redis, client, is_cluster, new_client
 from .deadletter import dead_letter, replay_page
 from .group import ClaimResult, ConsumerOps, GroupStats, ReclaimResult
@@ -19,6 +19,7 @@ from .streams import ACK_CHUNK, key_type, stream_exists, text, xack, xrange_page
 
 __all__ = [
     "ACK_CHUNK",
+    "GROUP_GONE_FIX",
     "ClaimResult",
     "ConnectionSpec",
     "ConsumerOps",

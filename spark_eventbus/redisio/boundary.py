@@ -111,10 +111,17 @@ def translate(exc: BaseException, what: str, secrets: Iterable[str | None] = ())
         if text.startswith("NOGROUP"):
             return RedisCommandError(
                 f"{what}: the consumer group or stream no longer exists ({detail}); it was "
-                "destroyed while the query ran. Restart the query to recreate it."
+                f"destroyed or deleted while the query ran. {GROUP_GONE_FIX}"
             )
         return RedisCommandError(f"Redis refused a command while {what} ({detail}).")
     return EventBusError(f"unexpected error while {what} ({detail}).")
+
+
+GROUP_GONE_FIX = (
+    "Restarting the query recreates the group at option 'startingPosition' ('latest' skips "
+    "the entries added meanwhile, 'earliest' delivers the whole stream again); to resume "
+    "exactly, first recreate it at the last ID your output has: XGROUP CREATE <stream> "
+    "<group> <id>.")
 
 
 @contextmanager

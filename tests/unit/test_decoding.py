@@ -77,14 +77,14 @@ def test_batch_builder_makes_the_declared_arrow_schema():
     assert "malformed JSON" in rows[1]["error"]
 
 
-def test_binary_fields_keep_bytes_and_string_fields_replace_invalid_utf8():
+def test_binary_fields_keep_bytes_and_string_fields_escape_invalid_utf8():
     raw = [[b"1-0", [b"blob", b"\xff\x00\x01"]]]
     binary = BatchBuilder(output_schema(fields_binary=True), fields_binary=True, value_parser=None)
     got = binary.build("s", raw, None).column("fields").to_pylist()
     assert got == [[("blob", b"\xff\x00\x01")]]
     text = BatchBuilder(output_schema(), fields_binary=False, value_parser=None)
     value = text.build("s", raw, None).column("fields").to_pylist()[0][0][1]
-    assert value == "\ufffd\x00\x01"
+    assert value == "\\xff\x00\x01"
     assert text.build("s", [], 1).num_rows == 0
     assert text.build("s", raw, None).column("delivery_count").null_count == 1
     assert isinstance(text.build("s", raw, 1), pa.RecordBatch)
@@ -94,3 +94,24 @@ def test_output_schema_columns():
     assert [f.name for f in output_schema().fields] == [
         "stream", "id", "timestamp", "fields", "delivery_count"]
     assert isinstance(output_schema(StructType().add("a", IntegerType())), StructType)
+
+
+def test_invalid_utf8_field_names_are_escaped_and_stay_distinct():
+    raw = [[b"1-0", [b"\xff", b"a", b"\xfe", b"b", b"ok", b"c"]]]
+    for binary in (False, True):
+        b = BatchBuilder(output_schema(fields_binary=binary), fields_binary=binary,
+                         value_parser=None)
+        names = [k for k, _ in b.build("s", raw, None).column("fields").to_pylist()[0]]
+        assert names == ["\\xff", "\\xfe", "ok"]
+
+
+def test_ids_beyond_spark_timestamps_keep_their_id_and_get_the_last_timestamp():
+    top = 2**64 - 1
+    raw = [[f"{top}-{top}".encode(), [b"a", b"1"]], [b"253402300800000-0", []], [b"5-1", []]]
+    b = BatchBuilder(output_schema(), fields_binary=False, value_parser=None)
+    batch = b.build("s", raw, None)
+    assert batch.column("id").to_pylist() == [f"{top}-{top}", "253402300800000-0", "5-1"]
+    last = dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=dt.timezone.utc)
+    stamps = batch.column("timestamp").to_pylist()
+    assert stamps[:2] == [last, last]
+    assert stamps[2] == dt.datetime(1970, 1, 1, 0, 0, 0, 5000, tzinfo=dt.timezone.utc)
