@@ -14,10 +14,13 @@ fail ``is_valid`` go to the dead-letter stream through :class:`AckingBatchWriter
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
+import re
 import sys
+import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +62,24 @@ def _table(doc: Mapping[str, Any], name: str) -> dict[str, Any]:
     return value
 
 
+def _check_options(source: Mapping[str, str], fmt: str, sink_options: Mapping[str, str]
+                   ) -> None:
+    """The reader's and the eventbus sink's own validation, before Spark starts."""
+    from spark_eventbus.errors import ConfigError
+    from spark_eventbus.options import parse_reader_options, parse_sink_options
+
+    try:
+        parse_reader_options(source, streaming=True, warn=False)
+    except ConfigError as exc:
+        raise PipeConfigError(f"[source] {exc}") from None
+    if fmt == "eventbus":
+        try:  # writeId and batchId: the pipe sets them per batch
+            parse_sink_options({**sink_options, "writeId": "pipe", "batchId": "0"},
+                               warn=False)
+        except ConfigError as exc:
+            raise PipeConfigError(f"[sink.options] {exc}") from None
+
+
 def load_config(path: str | Path) -> PipeConfig:
     """Read and validate the job's TOML file."""
     try:
@@ -91,6 +112,7 @@ def load_config(path: str | Path) -> PipeConfig:
                 sink_options.setdefault(key, source[key])
     elif fmt != "console" and not out_path:
         raise PipeConfigError(f"[sink] format {fmt!r} needs 'path'")
+    _check_options(source, fmt, sink_options)
     query = _table(doc, "query")
     checkpoint = query.get("checkpoint")
     if not checkpoint:
@@ -152,10 +174,35 @@ def build_query(spark: Any, cfg: PipeConfig) -> Any:
     return stream.start()
 
 
+_CONNECTOR_ERROR = re.compile(r"spark_eventbus\.errors\.\w+: ([^\n]+)")
+
+
+def one_line(exc: BaseException) -> str:
+    """The connector's message inside a (Spark-wrapped) failure, else its first line."""
+    text = str(exc)
+    found = _CONNECTOR_ERROR.search(text)
+    if found:
+        return found.group(1).strip()
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:500]
+
+
+def _quiet(spark: Any) -> None:
+    """Without --verbose: no Spark log on stderr once the session runs (a failed query would
+    print ~200 lines of stack traces); the failure is one line instead."""
+    with contextlib.suppress(Exception):  # Spark Connect: no sparkContext; the server logs
+        jvm = spark.sparkContext._jvm
+        # every logger, also those a log4j2.properties sets apart (setLogLevel: the root only)
+        jvm.org.apache.logging.log4j.core.config.Configurator.setAllLevels(
+            "", jvm.org.apache.logging.log4j.Level.OFF)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="pipe", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", required=True, help="the job's TOML file")
+    ap.add_argument("--verbose", action="store_true",
+                    help="keep Spark's log and print the full traceback when the query fails")
     args = ap.parse_args(argv)
     try:
         cfg = load_config(args.config)
@@ -168,13 +215,23 @@ def main(argv: list[str] | None = None) -> int:
     from spark_eventbus import register
 
     spark = SparkSession.builder.appName("eventbus-pipe").getOrCreate()
+    if not args.verbose:
+        _quiet(spark)
     # Spark finds format("eventbus") through the installed pyspark_eventbus module; a package
     # shipped with --py-files is on sys.path but not seen by that lookup, so register it here.
     register(spark)
-    query = build_query(spark, cfg)
-    query.awaitTermination()
-    if query.exception() is not None:
-        print(f"pipe: the query failed: {query.exception()}", file=sys.stderr)
+    failure: BaseException | None
+    try:
+        query = build_query(spark, cfg)
+        query.awaitTermination()
+        failure = query.exception()
+    except Exception as exc:
+        failure = exc
+    if failure is not None:
+        hint = "" if args.verbose else " (run with --verbose for Spark's log and the traceback)"
+        print(f"pipe: the query failed: {one_line(failure)}{hint}", file=sys.stderr)
+        if args.verbose:
+            traceback.print_exception(failure)
         return 1
     rows = sum(p.numInputRows for p in query.recentProgress)  # p["..."] is None on Connect
     print(json.dumps({"rows_read": rows, "batches": len(query.recentProgress),

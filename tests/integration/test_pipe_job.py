@@ -103,3 +103,29 @@ def test_pipe_job_into_an_eventbus_stream_is_exactly_once(spark, redis_server, n
     assert sum(p["numInputRows"] for p in q.recentProgress) == 1_000  # batch replayed
     copied = [f[b"src"].decode() for _, f in r.xrange(target)]
     assert sorted(copied) == sorted(ids)  # the replayed batch added nothing
+
+
+def test_a_failing_query_is_one_line_and_verbose_keeps_the_traceback(names, tmp_path):
+    """Redis unreachable: exit 1 with the connector's message in one line, no Java or Python
+    stack traces (they come back with --verbose)."""
+    from tests.redis_server import free_port
+
+    config = _copy_pipe_config(tmp_path / "pipe.toml", f"redis://127.0.0.1:{free_port()}/0",
+                               names, "", names["stream"] + ":out", tmp_path / "chk")
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    base = [str(spark_submit), "--properties-file", "conf/spark-defaults.conf",
+            "spark_eventbus/jobs/pipe.py", "--config", str(config)]
+    run = subprocess.run(base, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    # spark-submit passes the Python driver's stderr on to its stdout
+    out = run.stdout + run.stderr
+    assert run.returncode == 1, out[-3000:]
+    failed = [line for line in out.splitlines() if line.startswith("pipe: the query failed")]
+    assert len(failed) == 1, out[-3000:]
+    assert "Redis did not answer" in failed[0] and "--verbose" in failed[0]
+    assert "Traceback" not in out and "\tat org.apache" not in out, out
+    assert len(out.splitlines()) <= 3, out  # the JVM's own start-up notice at most
+    verbose = subprocess.run([*base, "--verbose"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=600)
+    assert verbose.returncode == 1
+    assert "Traceback" in verbose.stdout + verbose.stderr
+    assert "\tat org.apache" in verbose.stdout + verbose.stderr
