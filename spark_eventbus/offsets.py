@@ -92,7 +92,7 @@ class BatchOffset:
         if data.get("v") != VERSION:
             raise EventBusError(
                 f"checkpoint offset {dict(data)!r} was written by another version of "
-                "spark-eventbus (offset format v{VERSION} expected); start the query with a new "
+                f"spark-eventbus (offset format v{VERSION} expected); start the query with a new "
                 "checkpointLocation."
             )
         return cls(

@@ -1,0 +1,142 @@
+"""Property tests (Hypothesis) of the pure parts: IDs, batch splitting, offsets, option parsing
+of hostile strings, and the decoder's handling of arbitrary bytes."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_eventbus import ConfigError
+from spark_eventbus.decoding import BatchBuilder, output_schema
+from spark_eventbus.ids import StreamId
+from spark_eventbus.offsets import BatchOffset, ClaimedRange, StreamBatch
+from spark_eventbus.options import parse_reader_options, parse_sink_options
+from spark_eventbus.planning import split_id_range, split_partitions
+
+U64 = 2**64 - 1
+parts = st.integers(0, U64)
+ids = st.builds(StreamId, parts, parts)
+
+
+@given(ids)
+def test_ids_print_and_parse_back(i):
+    assert StreamId.parse(str(i)) == i
+    assert StreamId.parse(str(i).encode()) == i
+
+
+@given(ids, ids)
+def test_id_order_is_the_order_of_milliseconds_then_sequence(a, b):
+    assert (a < b) == ((a.ms, a.seq) < (b.ms, b.seq))
+
+
+@given(ids)
+def test_next_and_prev_are_the_neighbours(i):
+    if i != StreamId.MAX:
+        assert i < i.next() and i.next().prev() == i
+    if i != StreamId.MIN:
+        assert i.prev() < i and i.prev().next() == i
+
+
+@given(st.text(max_size=40))
+def test_parsing_any_text_gives_an_id_or_a_config_error_naming_it(text):
+    try:
+        StreamId.parse(text, what="option 'startId'")
+    except ConfigError as exc:
+        assert "option 'startId'" in str(exc)
+
+
+ranges = st.builds(lambda ms, n: ClaimedRange(f"{ms}-0", f"{ms + n}-0", n + 1),
+                   st.integers(0, 10**15), st.integers(0, 10_000))
+batches = st.builds(
+    StreamBatch,
+    st.lists(ranges, max_size=12, unique_by=lambda c: c.first).map(tuple),
+    st.lists(st.tuples(st.builds(lambda ms, s: f"{ms}-{s}", st.integers(0, 10**15),
+                                 st.integers(0, 9)), st.integers(1, 50)),
+             max_size=30, unique_by=lambda e: e[0]).map(tuple))
+
+
+@given(batches, st.integers(1, 16))
+def test_splitting_puts_every_chunk_and_reclaimed_entry_in_exactly_one_slice(batch, n):
+    slices = split_partitions("s", batch, n)
+    assert len(slices) <= n
+    assert sorted(c.to_json() for s in slices for c in s.chunks) == sorted(
+        c.to_json() for c in batch.chunks)
+    assert sorted(e for s in slices for e in s.reclaimed) == sorted(batch.reclaimed)
+    assert sum(s.count for s in slices) == batch.count
+    assert slices == split_partitions("s", batch, n)  # deterministic: replays split alike
+    for s in slices:
+        firsts = [StreamId.parse(c.first) for c in s.chunks]
+        assert firsts == sorted(firsts)
+
+
+@given(st.integers(0, 10**15), st.integers(0, 10**6), st.integers(1, 64))
+def test_id_ranges_split_into_contiguous_pieces_covering_the_range(first, width, n):
+    last = first + width
+    pieces = split_id_range(first, last, n)
+    assert 1 <= len(pieces) <= n
+    assert pieces[0][0] == first and pieces[-1][1] == last
+    for (_, end), (start, _) in itertools.pairwise(pieces):
+        assert start == end + 1
+
+
+@given(st.text(min_size=1, max_size=20), st.integers(0, 10**9),
+       st.dictionaries(st.text(max_size=30), batches, max_size=5))
+def test_offsets_survive_a_json_round_trip(run, seq, streams):
+    offset = BatchOffset(run, seq, streams)
+    back = BatchOffset.from_json(json.loads(json.dumps(offset.to_json())))
+    assert back == offset and back.count == offset.count
+
+
+def test_an_offset_of_another_version_names_the_version_expected():
+    with pytest.raises(Exception, match="offset format v1 expected"):
+        BatchOffset.from_json({"v": 99, "run": "r", "seq": 0, "streams": {}})
+
+
+READER_OPTIONS = ["url", "password", "stream", "group", "consumer", "startingPosition",
+                  "maxEntriesPerTrigger", "numPartitions", "claimMinIdleMs",
+                  "reclaimMaxEntries", "maxDeliveries", "deadLetterStream", "ackMode",
+                  "failOnDataLoss", "valueField", "valueSchema", "fieldsType", "startId",
+                  "endId", "tlsCaCert"]
+SINK_OPTIONS = ["url", "stream", "maxLen", "minId", "trimApproximate", "maxPayloadBytes",
+                "idempotent", "chunkSize", "writeId", "batchId", "deadLetterStream"]
+hostile = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60) | st.sampled_from(
+    ["", " ", "-1", "0", "1e9", "NaN", "inf", "9" * 40, "true ", "∞", "\x00", "{}", "$", ">",
+     "redis://", "rediss://h:0/x?ssl_keyfile=/k", "a,,b", ",", "1-2-3"])
+
+
+@settings(max_examples=300)
+@given(st.sampled_from(READER_OPTIONS), hostile, st.booleans())
+def test_any_reader_option_value_parses_or_fails_naming_the_option(name, value, streaming):
+    raw = {"stream": "s", "group": "g", name: value}
+    try:
+        parse_reader_options(raw, streaming=streaming, warn=False)
+    except ConfigError as exc:
+        assert name.lower() in str(exc).lower(), str(exc)
+
+
+@settings(max_examples=200)
+@given(st.sampled_from(SINK_OPTIONS), hostile)
+def test_any_sink_option_value_parses_or_fails_naming_the_option(name, value):
+    raw = {"stream": "s", name: value}
+    try:
+        parse_sink_options(raw, warn=False)
+    except ConfigError as exc:
+        assert name.lower() in str(exc).lower(), str(exc)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(st.binary(max_size=12), st.binary(max_size=20)), max_size=8),
+       st.booleans())
+def test_any_bytes_decode_into_one_row_with_every_pair(pairs, binary):
+    flat = [x for pair in pairs for x in pair]
+    builder = BatchBuilder(output_schema(fields_binary=binary), fields_binary=binary,
+                           value_parser=None)
+    row = builder.build("s", [[b"1-1", flat]], None).column("fields").to_pylist()[0]
+    assert len(row) == len(pairs)
+    for (k, v), (name, value) in zip(pairs, row, strict=True):
+        assert name == k.decode("utf-8", "backslashreplace")
+        assert value == (v if binary else v.decode("utf-8", "backslashreplace"))
