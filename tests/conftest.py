@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from hypothesis import settings
 
 from tests.redis_cluster import RedisClusterServer
 from tests.redis_server import RedisServer, redis_binary
@@ -18,6 +19,9 @@ from tests.spark_connect import ConnectServer
 from tests.spark_standalone import StandaloneCluster
 
 ROOT = Path(__file__).resolve().parent.parent
+# Machines are noisy: no per-example time limit (Hypothesis's 200 ms deadline flakes here).
+settings.register_profile("eventbus", deadline=None)
+settings.load_profile("eventbus")
 # Python workers must run this interpreter (the one with spark_eventbus installed); without it
 # they may start another Python and fail with only "Python worker failed to connect back".
 os.environ["PYSPARK_PYTHON"] = sys.executable
