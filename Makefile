@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install deps test unit test-valkey test-compat demo bench lint clean
+.PHONY: install deps test unit test-valkey test-compat demo bench soak lint clean
 
 install: $(STAMP) deps
 
@@ -40,6 +40,10 @@ demo: install
 
 bench: install
 	$(PY) bench/bench.py $(BENCH_ARGS)
+
+# A long run with injected faults (not in CI): SOAK_MINUTES (default 20), SOAK_SEED, SOAK_RATE.
+soak: install
+	$(PY) bench/soak.py
 
 lint: install
 	$(VENV)/bin/ruff check spark_eventbus tests bench scripts pyspark_eventbus.py
