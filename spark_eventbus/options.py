@@ -16,7 +16,9 @@ Unknown options, and options the mode ignores, are warned about — never silent
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +119,40 @@ def stream_id_or(*words: str) -> Parser:
     return parse
 
 
+_ID = re.compile(r"\d+-\d+")
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def starting_position(raw: str, name: str) -> str:
+    """``latest``/``$``, ``earliest``/``0``, a stream ID (the group starts after it), or a
+    timestamp — epoch milliseconds or ISO-8601 (``2026-11-22T10:00:00Z``; no zone: UTC) —
+    where the group starts at the first entry at or after it. Returns the words or the ID to
+    create the group at."""
+    value = raw.strip()
+    if value in ("latest", "earliest", "$", "0") or _ID.fullmatch(value):
+        return stream_id_or("latest", "earliest", "$", "0")(value, name)
+    if value.isdigit():
+        ms = int(value)
+    else:
+        try:
+            when = dt.datetime.fromisoformat(value)
+        except ValueError:
+            raise ConfigError(
+                f"option '{name}' = {raw!r} is invalid: use 'latest', 'earliest', a stream ID "
+                "('1700000000000-0': the group starts after it) or a timestamp, epoch "
+                "milliseconds ('1700000000000') or ISO-8601 ('2026-11-22T10:00:00Z'), where "
+                "it starts at the first entry at or after it.") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.timezone.utc)
+        ms = (when - _EPOCH) // dt.timedelta(milliseconds=1)  # exact, no float rounding
+        if ms < 0:
+            raise ConfigError(f"option '{name}' = {raw!r} is before 1970, the first stream "
+                              "ID; use 'earliest'.")
+    if ms > StreamId.MAX.ms:
+        raise ConfigError(f"option '{name}' = {raw!r} is beyond the largest stream ID.")
+    return "0" if ms == 0 else str(StreamId(ms, 0).prev())
+
+
 def text(raw: str, name: str) -> str:
     return raw
 
@@ -207,8 +243,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("stream", "stream", one_stream, None, frozenset({SINK})),
     Option("group", "group", optional_name, None, frozenset({STREAMING})),
     Option("consumer", "consumer", key_name, None, frozenset({STREAMING})),
-    Option("startingPosition", "starting_position",
-           stream_id_or("latest", "earliest", "$", "0"), "latest", frozenset({STREAMING})),
+    Option("startingPosition", "starting_position", starting_position, "latest",
+           frozenset({STREAMING})),
     Option("maxEntriesPerTrigger", "max_entries_per_trigger",
            whole(1, 10_000_000, "it bounds the entries of one micro-batch"), 100_000,
            frozenset({STREAMING})),

@@ -262,3 +262,21 @@ def test_several_streams_in_one_query_share_the_batch_budget(spark, redis_server
     assert max(input_rows(q)) <= 1000
     assert pending(r, names["stream"], names["group"]) == 0
     assert pending(r, other, names["group"]) == 0
+
+
+@pytest.mark.parametrize("form", ["epoch ms", "ISO-8601"])
+def test_starting_position_timestamp_starts_at_the_first_entry_at_or_after_it(
+        spark, redis_server, names, tmp_path, form):
+    import datetime as dt
+
+    r = redis_server.client()
+    t = 1_700_000_000_000
+    ids = [r.xadd(names["stream"], {"n": str(i)}, id=f"{ms}-{seq}").decode()
+           for i, (ms, seq) in enumerate([(t - 1, 0), (t - 1, 7), (t, 0), (t, 1), (t + 5, 0)])]
+    when = (str(t) if form == "epoch ms" else
+            dt.datetime.fromtimestamp(t / 1000, dt.timezone.utc).isoformat())
+    df = (spark.readStream.format("eventbus").option("url", redis_server.url)
+          .option("stream", names["stream"]).option("group", names["group"])
+          .option("startingPosition", when).load())
+    rows, _ = run_available_now(df, tmp_path)
+    assert sorted(row["id"] for row in rows) == ids[2:]

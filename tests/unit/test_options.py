@@ -40,7 +40,8 @@ def test_option_names_are_case_insensitive_and_streams_split_on_commas():
     ({"maxDeliveries": "3"}, "needs option 'deadLetterStream'"),
     ({"deadLetterStream": "orders", "maxDeliveries": "3"}, "is also a source stream"),
     ({"url": "http://x"}, "option 'url'"),
-    ({"startingPosition": "yesterday"}, "is not a stream ID"),
+    ({"startingPosition": "yesterday"}, "or a timestamp, epoch milliseconds"),
+    ({"startingPosition": "1969-12-31T23:59:59Z"}, "is before 1970"),
     ({"valueSchema": "a MAP<INT, STRING>"}, "MAP<STRING"),
 ])
 def test_invalid_values_name_the_option_and_the_fix(extra, message):
@@ -77,3 +78,18 @@ def test_password_is_not_in_repr_or_url_errors():
     with pytest.raises(ConfigError) as err:
         parse_reader_options({**BASE, "url": "http://u:hunter2@h"}, streaming=True)
     assert "hunter2" not in str(err.value)
+
+
+@pytest.mark.parametrize(("value", "group_at"), [
+    ("latest", "latest"), ("earliest", "earliest"), ("$", "$"), ("0", "0"),
+    ("1700000000000-5", "1700000000000-5"),  # an ID: the group starts after it
+    # timestamps: the group starts at the first entry at or after them
+    ("1700000000000", f"1699999999999-{2**64 - 1}"),
+    ("2023-11-14T22:13:20Z", f"1699999999999-{2**64 - 1}"),
+    ("2023-11-14T22:13:20.001", f"1700000000000-{2**64 - 1}"),  # no zone: UTC
+    ("2023-11-14T23:13:20+01:00", f"1699999999999-{2**64 - 1}"),
+    ("1", f"0-{2**64 - 1}"),
+])
+def test_starting_position_takes_ids_and_timestamps(value, group_at):
+    opts = parse_reader_options({**BASE, "startingPosition": value}, streaming=True)
+    assert opts.starting_position == group_at
