@@ -35,9 +35,12 @@ ROLES: dict[str, tuple[str, ...]] = {
     # steps of redisio/deadletter.py.
     "acking-writer": (*_CONNECT, *_SCRIPTS, "xack", "xpending", "xrange", "xadd", "sismember",
                       "sadd", "srem", "pexpire"),
-    # eventbus status / dlq replay
+    # eventbus status, dlq list/show/replay, group create/seek (checks the consumer leases),
+    # consumer forget (XPENDING + XCLAIM, then XGROUP DELCONSUMER)
     "cli": (*_CONNECT, *_SCRIPTS, "type", "xinfo|stream", "xinfo|groups", "xinfo|consumers",
-            "xlen", "xrange", "xadd", "xdel", "sismember", "sadd", "srem", "pexpire"),
+            "xlen", "xrange", "xrevrange", "xadd", "xdel", "sismember", "sadd", "srem",
+            "pexpire", "xgroup|create", "xgroup|setid", "xgroup|delconsumer", "xpending",
+            "xclaim", "get", "pttl"),
 }
 # Roles that also touch the connector's keys of each stream ({<tag>}:eventbus:*).
 _OWN_KEYS = {"streaming-reader", "sink", "acking-writer", "cli"}

@@ -1,5 +1,5 @@
-"""The operator's command line: ``eventbus status``, ``eventbus dlq replay``,
-``eventbus acl-rule`` and ``eventbus pyfiles``.
+"""The operator's command line: ``eventbus status [--watch]``, ``group create|seek``,
+``consumer forget``, ``dlq list|show|replay``, ``acl-rule`` and ``pyfiles``.
 
 Also ``python -m spark_eventbus``. Errors print one line and exit non-zero: 2 for bad
 arguments, 1 for Redis errors; never a traceback.
@@ -10,16 +10,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any, NoReturn
 
 from . import pyfiles
 from .acl import ROLES, rule
 from .errors import EventBusError
-from .options import check_tls, check_url
+from .options import check_tls, check_url, starting_position
 from .redisio import (
     ConnectionSpec,
     Redis,
+    admin,
     client,
     key_type,
     redis_errors,
@@ -107,8 +109,42 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--group")
     st.add_argument("--dlq", help="dead-letter stream (default: <stream>:dlq)")
     st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.add_argument("--watch", type=float, metavar="SECONDS",
+                    help="refresh every SECONDS until Ctrl-C")
+    grp = sub.add_parser("group", help="create a consumer group or move its position")
+    gsub = grp.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    for action, what in (("create", "create the group (and the stream) at a position"),
+                         ("seek", "move the group's position (XGROUP SETID)")):
+        g = gsub.add_parser(action, help=what)
+        g.add_argument("--stream", required=True)
+        g.add_argument("--group", required=True)
+        g.add_argument("--to", dest="position", default="latest" if action == "create" else None,
+                       required=action == "seek",
+                       help="latest, earliest, an ID (start after it) or a timestamp (epoch ms "
+                            "or ISO-8601: start at the first entry at or after it)")
+        g.add_argument("--json", action="store_true", help="machine-readable output")
+        if action == "seek":
+            g.add_argument("--force", action="store_true",
+                           help="move it even while a query reads the group")
+    con = sub.add_parser("consumer", help="consumer operations")
+    csub = con.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    fg = csub.add_parser("forget", help="move a consumer's pending entries to another "
+                                         "consumer, then delete it")
+    fg.add_argument("name", help="the consumer to delete")
+    fg.add_argument("--to", required=True, help="the consumer that takes its pending entries")
+    fg.add_argument("--stream", required=True)
+    fg.add_argument("--group", required=True)
+    fg.add_argument("--json", action="store_true", help="machine-readable output")
     dlq = sub.add_parser("dlq", help="dead-letter stream operations")
     dsub = dlq.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    ls = dsub.add_parser("list", help="the dead letters with their dlq.* reasons")
+    ls.add_argument("--dlq", required=True, help="the dead-letter stream")
+    ls.add_argument("--count", type=int, default=20, help="how many, newest first")
+    ls.add_argument("--json", action="store_true", help="machine-readable output")
+    sh = dsub.add_parser("show", help="every field of one dead letter")
+    sh.add_argument("id", help="its ID in the dead-letter stream")
+    sh.add_argument("--dlq", required=True, help="the dead-letter stream")
+    sh.add_argument("--json", action="store_true", help="machine-readable output")
     rp = dsub.add_parser("replay", help="move dead-lettered entries back to a stream")
     rp.add_argument("--from", dest="source", required=True, help="the dead-letter stream")
     rp.add_argument("--to", dest="target", required=True, help="the stream to move them to")
@@ -137,8 +173,16 @@ def main(argv: list[str] | None = None) -> int:
         check_url(args.url, args.password, name="--url")
     except EventBusError as exc:
         ap.error(str(exc))
-    if getattr(args, "limit", None) is not None and args.limit < 1:
-        ap.error("--limit must be at least 1")
+    for flag in ("limit", "count"):
+        if getattr(args, flag, None) is not None and getattr(args, flag) < 1:
+            ap.error(f"--{flag} must be at least 1")
+    if getattr(args, "watch", None) is not None and args.watch <= 0:
+        ap.error("--watch must be a positive number of seconds")
+    if getattr(args, "position", None) is not None:
+        try:
+            args.position = starting_position(args.position, "--to")
+        except EventBusError as exc:
+            ap.error(str(exc).replace("option '--to'", "--to"))
     try:
         check_tls({"url": args.url, "tls_ca_cert": args.tls_ca_cert,
                    "tls_cert_file": args.tls_cert_file, "tls_key_file": args.tls_key_file})
@@ -146,22 +190,102 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(str(exc))
     spec = ConnectionSpec(args.url, args.password, args.tls_ca_cert, args.tls_cert_file,
                           args.tls_key_file)
+    doing = ("reading the status" if args.command == "status"
+             else f"running {args.command} {args.action}")
     try:
-        with redis_errors(f"running {args.command}", spec):
+        with redis_errors(doing, spec):
             return _run(args, spec)
     except EventBusError as exc:
         print(f"eventbus: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # status --watch ends with Ctrl-C
+        return 0
+
+
+def _print(args: argparse.Namespace, result: Any, table: str) -> None:
+    print(json.dumps(result, indent=2) if args.json else table)
+
+
+def _table(rows: list[list[str]], header: list[str], right: frozenset[int] = frozenset()
+           ) -> str:
+    """Columns padded to their widest cell; numbers (``right``) aligned right."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+    return "\n".join([line(header), *(line(r) for r in rows)])
 
 
 def _run(args: argparse.Namespace, spec: ConnectionSpec) -> int:
+    r = client(spec)
     if args.command == "status":
         dlq = args.dlq or f"{args.stream}:dlq"
-        result = status(client(spec), args.stream, args.group, dlq)
-        print(json.dumps(result, indent=2) if args.json else format_status(result))
+        while True:
+            result = status(r, args.stream, args.group, dlq)
+            if args.watch and not args.json and sys.stdout.isatty():
+                print("\x1b[H\x1b[2J", end="")  # clear the terminal
+            _print(args, result, format_status(result))
+            if not args.watch:
+                return 0
+            sys.stdout.flush()
+            time.sleep(args.watch)
+    if args.command == "group":
+        return _group(args, r)
+    if args.command == "consumer":
+        moved = admin.forget_consumer(r, args.stream, args.group, args.name, args.to)
+        _print(args, {"consumer": args.name, "moved_to": args.to, "moved": moved},
+               f"Moved {moved} pending entries from consumer {args.name!r} to {args.to!r} and "
+               f"deleted {args.name!r}.")
         return 0
-    moved = replay(spec, args.source, args.target, args.limit)
-    print(f"moved {moved['moved']} entries from {args.source!r} to {args.target!r}"
-          + (f"; kept {moved['kept_without_fields']} with no original field"
-             if moved["kept_without_fields"] else ""))
+    return _dlq(args, spec, r)
+
+
+def _group(args: argparse.Namespace, r: Redis) -> int:
+    if args.action == "create":
+        at = admin.create_group(r, args.stream, args.group, args.position)
+        _print(args, {"stream": args.stream, "group": args.group, "after": at},
+               f"Created group {args.group!r} on stream {args.stream!r}: it delivers the "
+               f"entries after {at}.")
+        return 0
+    at, live = admin.seek_group(r, args.stream, args.group, args.position, args.force)
+    note = ("" if not live else " A running query reads the group: it reads after the new "
+            "position from its next batch on; batches it already logged are replayed as they "
+            "were.")
+    _print(args, {"stream": args.stream, "group": args.group, "after": at,
+                  "live_consumers": [lease.consumer for lease in live]},
+           f"Moved group {args.group!r} of stream {args.stream!r}: it delivers the entries "
+           f"after {at} next. Entries already delivered stay pending with their consumers "
+           f"(acked as usual, or moved with `eventbus consumer forget`).{note}")
+    return 0
+
+
+DLQ_COLUMNS = ("dlq.reason", "dlq.source.stream", "dlq.source.id", "dlq.delivery_count")
+
+
+def _dlq(args: argparse.Namespace, spec: ConnectionSpec, r: Redis) -> int:
+    if args.action == "replay":
+        moved = replay(spec, args.source, args.target, args.limit)
+        print(f"Moved {moved['moved']} entries from {args.source!r} to {args.target!r}"
+              + (f"; kept {moved['kept_without_fields']} with no original field."
+                 if moved["kept_without_fields"] else "."))
+        return 0
+    if not stream_exists(r, args.dlq):
+        raise EventBusError(f"dead-letter stream {args.dlq!r} does not exist")
+    if args.action == "list":
+        newest: Any = r.xrevrange(args.dlq, count=args.count)
+        entries = [{"id": text(i), **{text(k): text(v) for k, v in (f or {}).items()}}
+                   for i, f in newest]
+        rows = [[e["id"], *(e.get(c, "") for c in DLQ_COLUMNS)] for e in entries]
+        shown = [[*row[:1], row[1][:60], *row[2:]] for row in rows]
+        _print(args, entries, _table(shown, ["id", "reason", "source stream", "source id",
+                                             "deliveries"], frozenset({4}))
+               if rows else f"{args.dlq!r} is empty.")
+        return 0
+    found: Any = r.xrange(args.dlq, args.id, args.id)
+    if not found:
+        raise EventBusError(f"dead-letter stream {args.dlq!r} has no entry {args.id!r}")
+    fields = {text(k): text(v) for k, v in found[0][1].items()}
+    _print(args, {"id": args.id, "fields": fields},
+           _table([[k, v] for k, v in fields.items()], ["field", "value"]))
     return 0

@@ -111,9 +111,19 @@ def test_cli_role(redis_server, capsys):
     r.xadd(dlq, {"n": "1", "dlq.reason": "bad"})
     url = _user(r, redis_server, "cli", [stream], dlq)
     assert cli(["--url", url, "status", "--stream", stream, "--dlq", dlq]) == 0
+    assert cli(["--url", url, "dlq", "list", "--dlq", dlq]) == 0
+    dead = r.xrange(dlq)[0][0].decode()
+    assert cli(["--url", url, "dlq", "show", dead, "--dlq", dlq]) == 0
     assert cli(["--url", url, "dlq", "replay", "--from", dlq, "--to", stream]) == 0
     assert r.xlen(stream) == 4 and r.xlen(dlq) == 0
-    assert "moved 1 entries" in capsys.readouterr().out
+    assert "Moved 1 entries" in capsys.readouterr().out
+    r.xreadgroup("g", "old", {stream: ">"}, count=2)
+    assert cli(["--url", url, "consumer", "forget", "old", "--to", "new", "--stream", stream,
+                "--group", "g"]) == 0
+    assert cli(["--url", url, "group", "seek", "--stream", stream, "--group", "g", "--to",
+                "earliest"]) == 0
+    assert cli(["--url", url, "group", "create", "--stream", stream, "--group", "g2"]) == 0
+    assert "Moved 2 pending entries" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("drop", ["+xautoclaim", "+xreadgroup", "+evalsha"])

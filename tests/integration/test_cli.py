@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
-from tests.integration.helpers import produce
+from tests.integration.helpers import driver_reader, produce
 from tests.redis_server import free_port
 
 pytestmark = pytest.mark.integration
@@ -45,11 +47,11 @@ def test_dlq_replay_moves_each_entry_once_without_dlq_fields(redis_server, names
     first = _cli("--url", redis_server.url, "dlq", "replay", "--from", names["dlq"],
                  "--to", names["stream"], "--limit", "10")
     assert first.returncode == 0, first.stderr
-    assert "moved 10 entries" in first.stdout
+    assert "Moved 10 entries" in first.stdout
     assert r.xlen(names["dlq"]) == 20 and r.xlen(names["stream"]) == 10
     rest = _cli("--url", redis_server.url, "dlq", "replay", "--from", names["dlq"],
                 "--to", names["stream"])
-    assert "moved 20 entries" in rest.stdout
+    assert "Moved 20 entries" in rest.stdout
     moved = r.xrange(names["stream"])
     assert [f[b"n"] for _, f in moved] == [str(i).encode() for i in range(30)]
     assert all(not k.startswith(b"dlq.") for _, f in moved for k in f)
@@ -83,3 +85,94 @@ def test_refuses_a_key_that_is_not_a_stream(redis_server, names):
                "--to", names["stream"])
     assert out.returncode == 1 and "not a stream" in out.stderr
     assert r.get(names["stream"]) == b"precious"
+
+
+def _group_info(r, stream: str, group: str) -> dict:  # type: ignore[no-untyped-def, type-arg]
+    return next(g for g in r.xinfo_groups(stream) if g["name"].decode() == group)
+
+
+def test_group_create_at_a_timestamp_and_seek_refused_under_a_live_query(redis_server, names):
+    r = redis_server.client()
+    s, g = names["stream"], names["group"]
+    ids = [r.xadd(s, {"n": str(i)}, id=f"{1000 + i}-0").decode() for i in range(10)]
+    made = _cli("--url", redis_server.url, "group", "create", "--stream", s, "--group", g,
+                "--to", "1970-01-01T00:00:01.004Z", "--json")
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["after"] == f"1003-{2**64 - 1}"
+    assert r.xreadgroup(g, "c", {s: ">"}, count=1)[0][1][0][0].decode() == ids[4]
+    again = _cli("--url", redis_server.url, "group", "create", "--stream", s, "--group", g)
+    assert again.returncode == 1 and "already has a consumer group" in again.stderr
+
+    reader = driver_reader(redis_server.url, s, g)  # a live query: it holds a consumer lease
+    reader.initialOffset()
+    try:
+        refused = _cli("--url", redis_server.url, "group", "seek", "--stream", s, "--group", g,
+                       "--to", "earliest")
+        assert refused.returncode == 1, refused.stdout
+        assert f"consumer 'spark-{g}'" in refused.stderr and "--force" in refused.stderr
+        assert refused.stderr.count("\n") == 1
+        forced = _cli("--url", redis_server.url, "group", "seek", "--stream", s, "--group", g,
+                      "--to", "earliest", "--force")
+        assert forced.returncode == 0, forced.stderr
+        assert "A running query reads the group" in forced.stdout
+    finally:
+        reader.stop()
+    assert _group_info(r, s, g)["last-delivered-id"].decode() == f"999-{2**64 - 1}"
+    latest = _cli("--url", redis_server.url, "group", "seek", "--stream", s, "--group", g,
+                  "--to", "latest")
+    assert latest.returncode == 0 and f"after {ids[-1]}" in latest.stdout
+
+
+def test_consumer_forget_moves_pending_entries_before_deleting(redis_server, names):
+    r = redis_server.client()
+    s, g = names["stream"], names["group"]
+    produce(r, s, 50)
+    r.xgroup_create(s, g, "0")
+    taken = [i.decode() for i, _ in r.xreadgroup(g, "worker-1", {s: ">"}, count=30)[0][1]]
+    out = _cli("--url", redis_server.url, "consumer", "forget", "worker-1", "--to", "worker-2",
+               "--stream", s, "--group", g)
+    assert out.returncode == 0, out.stderr
+    assert "Moved 30 pending entries" in out.stdout
+    rows = r.xpending_range(s, g, "-", "+", 100)
+    assert sorted(x["message_id"].decode() for x in rows) == sorted(taken)
+    assert {x["consumer"].decode() for x in rows} == {"worker-2"}
+    assert {x["times_delivered"] for x in rows} == {1}  # moved, not delivered again
+    assert "worker-1" not in {c["name"].decode() for c in r.xinfo_consumers(s, g)}
+    gone = _cli("--url", redis_server.url, "consumer", "forget", "worker-1", "--to", "w",
+                "--stream", s, "--group", g)
+    assert gone.returncode == 1 and "has no consumer 'worker-1'" in gone.stderr
+
+
+def test_dlq_list_and_show(redis_server, names):
+    r = redis_server.client()
+    dlq = names["dlq"]
+    ids = [r.xadd(dlq, {"payload": f"p{i}", "dlq.reason": f"malformed JSON {i}",
+                        "dlq.source.stream": names["stream"], "dlq.source.id": f"{i}-0",
+                        "dlq.delivery_count": str(i)}).decode() for i in range(3)]
+    listed = _cli("--url", redis_server.url, "dlq", "list", "--dlq", dlq, "--count", "2")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split() == ["id", "reason", "source", "stream", "source", "id",
+                                "deliveries"]
+    assert [line.split()[0] for line in lines[1:]] == [ids[2], ids[1]]  # newest first
+    assert lines[0].index("reason") == lines[1].index("malformed")  # columns line up
+    js = json.loads(_cli("--url", redis_server.url, "dlq", "list", "--dlq", dlq,
+                         "--json").stdout)
+    assert [e["dlq.source.id"] for e in js] == ["2-0", "1-0", "0-0"]
+    shown = _cli("--url", redis_server.url, "dlq", "show", ids[0], "--dlq", dlq, "--json")
+    assert json.loads(shown.stdout)["fields"]["payload"] == "p0"
+    missing = _cli("--url", redis_server.url, "dlq", "show", "1-1", "--dlq", dlq)
+    assert missing.returncode == 1 and "has no entry '1-1'" in missing.stderr
+
+
+def test_status_watch_refreshes_until_interrupted(redis_server, names):
+    r = redis_server.client()
+    produce(r, names["stream"], 10)
+    proc = subprocess.Popen([sys.executable, "-m", "spark_eventbus", "--url", redis_server.url,
+                             "status", "--stream", names["stream"], "--watch", "0.3"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert out.count(f"stream {names['stream']}: 10 entries") >= 2

@@ -1,0 +1,124 @@
+"""Operator actions on a group and its consumers (the CLI's ``group`` and ``consumer``
+commands): create, seek, forget. Each refuses while a live query holds a consumer lease of the
+group (``--force`` overrides seek), so that an operator cannot pull a position or pending
+entries from under a running query by accident."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError, EventBusError
+from ..ids import StreamId
+from ..keys import lease_key
+from .streams import Redis, key_type, stream_exists, text
+
+
+@dataclass(frozen=True)
+class LiveLease:
+    consumer: str
+    run: str  # the checkpoint run of the query holding it
+    expires_ms: int
+
+
+def group_names(r: Redis, stream: str) -> list[str]:
+    return [text(g["name"]) for g in r.xinfo_groups(stream)] if stream_exists(r, stream) else []
+
+
+def consumers(r: Redis, stream: str, group: str) -> list[dict[str, Any]]:
+    return [{"name": text(c["name"]), "pending": int(c["pending"]), "idle_ms": int(c["idle"])}
+            for c in r.xinfo_consumers(stream, group)]
+
+
+def live_leases(r: Redis, stream: str, group: str) -> list[LiveLease]:
+    """The group's consumers a running query holds (its lease is renewed every few seconds)."""
+    names = {c["name"] for c in consumers(r, stream, group)} | {f"spark-{group}"}
+    out = []
+    for name in sorted(names):
+        key = lease_key(stream, group, name)
+        holder = r.get(key)
+        if holder:
+            out.append(LiveLease(name, text(holder).split(" ")[0], int(r.pttl(key))))
+    return out
+
+
+def _require_group(r: Redis, stream: str, group: str) -> None:
+    if group not in group_names(r, stream):
+        raise EventBusError(f"stream {stream!r} has no consumer group {group!r}; create it with "
+                            "`eventbus group create`.")
+
+
+def position_id(r: Redis, stream: str, position: str) -> str:
+    """Where ``position`` (a parsed startingPosition: latest, earliest, or an ID to start
+    after) puts a group. ``earliest``: just before the first entry still in the stream, so
+    entries trimmed long ago are not reported as lost."""
+    if position in ("latest", "$"):
+        return "$"
+    if position in ("earliest", "0"):
+        if key_type(r, stream) == "none":
+            return "0"
+        first = r.xinfo_stream(stream).get("first-entry")
+        return str(StreamId.parse(first[0]).prev()) if first else "$"
+    return position
+
+
+def create_group(r: Redis, stream: str, group: str, position: str) -> str:
+    """Create the group (and the stream) at ``position``; returns the ID it starts after."""
+    if group in group_names(r, stream):
+        raise EventBusError(f"stream {stream!r} already has a consumer group {group!r}; use "
+                            "`eventbus group seek` to move it.")
+    at = position_id(r, stream, position)
+    r.execute_command("XGROUP", "CREATE", stream, group, at, "MKSTREAM")
+    return text(r.xinfo_stream(stream)["last-generated-id"]) if at == "$" else at
+
+
+def seek_group(r: Redis, stream: str, group: str, position: str, force: bool
+               ) -> tuple[str, list[LiveLease]]:
+    """Move the group's position (``XGROUP SETID``); returns the new position and the live
+    queries it was moved under (``force``)."""
+    _require_group(r, stream, group)
+    live = live_leases(r, stream, group)
+    if live and not force:
+        who = ", ".join(f"consumer {lease.consumer!r} (checkpoint run {lease.run})"
+                        for lease in live)
+        raise ConfigError(
+            f"group {group!r} of stream {stream!r} is being read by a running query: {who}. "
+            "Stop the query first, or pass --force: the query then reads after the new "
+            "position from its next batch on (batches it has already logged are replayed "
+            "unchanged).")
+    at = position_id(r, stream, position)
+    r.execute_command("XGROUP", "SETID", stream, group, at)
+    if at == "$":
+        at = text(r.xinfo_stream(stream)["last-generated-id"])
+    return at, live
+
+
+def forget_consumer(r: Redis, stream: str, group: str, name: str, to: str,
+                    page: int = 1000) -> int:
+    """Move ``name``'s pending entries to consumer ``to`` (``XCLAIM … JUSTID``: their delivery
+    counts stay), then delete ``name`` — never ``XGROUP DELCONSUMER`` with entries pending,
+    which would drop them. Returns how many entries moved."""
+    if name == to:
+        raise ConfigError("--to must name another consumer than the one to forget.")
+    _require_group(r, stream, group)
+    if name not in {c["name"] for c in consumers(r, stream, group)}:
+        raise EventBusError(f"group {group!r} of stream {stream!r} has no consumer {name!r}.")
+    live = [lease for lease in live_leases(r, stream, group) if lease.consumer == name]
+    if live:
+        raise ConfigError(
+            f"consumer {name!r} of group {group!r} on stream {stream!r} is in use by a running "
+            f"query (checkpoint run {live[0].run}); stop that query first.")
+    moved = 0
+    while True:
+        rows = r.xpending_range(stream, group, "-", "+", page, consumername=name)
+        if not rows:
+            break
+        ids: list[Any] = [text(row["message_id"]) for row in rows]
+        r.xclaim(stream, group, to, 0, ids, justid=True)
+        moved += len(ids)
+    left = int(r.xpending_range(stream, group, "-", "+", 1, consumername=name) != [])
+    if left:  # pragma: no cover - something claimed as `name` meanwhile
+        raise EventBusError(f"consumer {name!r} received entries while they were moved; "
+                            "run the command again.")
+    r.xgroup_delconsumer(stream, group, name)
+    return moved
