@@ -82,6 +82,8 @@ class SourceMetrics:
     lost_entries: int = 0
     dead_lettered: int = 0
     reported_losses: set[tuple[str, str]] = field(default_factory=set)
+    # the batch planned last, per stream: (claimed new entries, reclaimed idle ones)
+    planned: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 class _Driver:
@@ -190,6 +192,8 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for name, got in self._claim_new(allowed, budget, begin.run, seq).items():
                 batches[name] = batches.get(name, StreamBatch()) + got
 
+        d.metrics.planned = {name: (sum(c.count for c in b.chunks), len(b.reclaimed))
+                             for name, b in batches.items()}
         if not any(batches.values()):
             self._settle(begin)
             return start  # the very same object: Spark compares offsets as JSON text
@@ -197,15 +201,22 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return BatchOffset(begin.run, seq, batches).to_json()
 
     def reportLatestOffset(self) -> dict | None:
-        """Progress: per stream lag (None = unknown on Redis 7.0 after XDEL/trim) and pending."""
+        """Progress (``latestOffset`` of the source in each ``StreamingQueryProgress``): per
+        stream the lag (None = unknown on Redis 7.0 after XDEL/trim), pending count, last
+        delivered ID and the planned batch's claimed and reclaimed counts; under ``_eventbus``
+        that batch's totals and the query run's dead-lettered and lost counts."""
         out: dict[str, Any] = {}
+        m = self.driver.metrics
         for name, op in self.ops.items():
             stats = op.stats()
+            claimed, reclaimed = m.planned.get(name, (0, 0))
             out[name] = {"lag": stats.lag, "pending": stats.pending,
-                         "lastDeliveredId": stats.last_delivered}
-        m = self.driver.metrics
-        out["_eventbus"] = {"lostRanges": m.lost_ranges, "lostEntries": m.lost_entries,
-                            "deadLettered": m.dead_lettered}
+                         "lastDeliveredId": stats.last_delivered, "claimed": claimed,
+                         "reclaimed": reclaimed}
+        out["_eventbus"] = {"claimed": sum(c for c, _ in m.planned.values()),
+                            "reclaimed": sum(r for _, r in m.planned.values()),
+                            "deadLettered": m.dead_lettered, "lostRanges": m.lost_ranges,
+                            "lostEntries": m.lost_entries}
         return out
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:

@@ -280,3 +280,58 @@ def test_starting_position_timestamp_starts_at_the_first_entry_at_or_after_it(
           .option("startingPosition", when).load())
     rows, _ = run_available_now(df, tmp_path)
     assert sorted(row["id"] for row in rows) == ids[2:]
+
+
+class _EventBusAlerts:
+    """The README's example listener, reduced to recording what it would alert on."""
+
+    def __init__(self) -> None:
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        outer = self
+        self.batches: list[tuple[int, dict]] = []  # type: ignore[type-arg]
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event):  # type: ignore[no-untyped-def]
+                pass
+
+            def onQueryProgress(self, event):  # type: ignore[no-untyped-def]
+                for source in event.progress.sources:
+                    latest = json.loads(source.latestOffset or "null")
+                    if latest and "_eventbus" in latest:
+                        outer.batches.append((event.progress.numInputRows, latest))
+
+            def onQueryIdle(self, event):  # type: ignore[no-untyped-def]
+                pass
+
+            def onQueryTerminated(self, event):  # type: ignore[no-untyped-def]
+                pass
+
+        self.listener = Listener()
+
+
+def test_progress_reports_each_batch_claimed_and_reclaimed_counts_to_a_listener(
+        spark, redis_server, names, tmp_path):
+    r = redis_server.client()
+    ids = produce(r, names["stream"], 1_000)
+    r.xgroup_create(names["stream"], names["group"], "0")
+    r.xreadgroup(names["group"], "dead-worker", {names["stream"]: ">"}, count=100)
+    alerts = _EventBusAlerts()
+    spark.streams.addListener(alerts.listener)
+    try:
+        df = stream_df(spark, redis_server.url, names["stream"], names["group"],
+                       maxEntriesPerTrigger=300, claimMinIdleMs=0)
+        rows, _ = run_available_now(df, tmp_path)
+        wait_for(lambda: sum(n for n, _ in alerts.batches) >= 1_000, 30, "the last progress")
+    finally:
+        spark.streams.removeListener(alerts.listener)
+    assert sorted(ids_of(rows)) == sorted(ids)
+    busy = [(n, latest) for n, latest in alerts.batches if n]
+    for n, latest in busy:  # each batch's counts add up to the rows it read
+        totals = latest["_eventbus"]
+        assert totals["claimed"] + totals["reclaimed"] == n, latest
+        per_stream = latest[names["stream"]]
+        assert (per_stream["claimed"], per_stream["reclaimed"]) == (totals["claimed"],
+                                                                    totals["reclaimed"])
+    assert sum(latest["_eventbus"]["reclaimed"] for _, latest in busy) == 100
+    assert sum(latest["_eventbus"]["claimed"] for _, latest in busy) == 900
