@@ -109,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--group")
     st.add_argument("--dlq", help="dead-letter stream (default: <stream>:dlq)")
     st.add_argument("--json", action="store_true", help="machine-readable output")
-    st.add_argument("--watch", type=float, metavar="SECONDS",
-                    help="refresh every SECONDS until Ctrl-C")
+    st.add_argument("--watch", type=float, metavar="SECONDS", nargs="?", const=2.0,
+                    help="refresh every SECONDS (default 2) until Ctrl-C")
     grp = sub.add_parser("group", help="create a consumer group or move its position")
     gsub = grp.add_subparsers(dest="action", required=True, parser_class=_Parser)
     for action, what in (("create", "create the group (and the stream) at a position"),
