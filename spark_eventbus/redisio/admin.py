@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError, EventBusError
-from ..ids import StreamId
 from ..keys import lease_key
-from .streams import Redis, key_type, stream_exists, text
+from .group import before_first_entry
+from .streams import Redis, stream_exists, text
 
 
 @dataclass(frozen=True)
@@ -55,10 +55,7 @@ def position_id(r: Redis, stream: str, position: str) -> str:
     if position in ("latest", "$"):
         return "$"
     if position in ("earliest", "0"):
-        if key_type(r, stream) == "none":
-            return "0"
-        first = r.xinfo_stream(stream).get("first-entry")
-        return str(StreamId.parse(first[0]).prev()) if first else "$"
+        return before_first_entry(r, stream)[0]
     return position
 
 

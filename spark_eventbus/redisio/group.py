@@ -19,7 +19,7 @@ from .boundary import ResponseError, redis_errors
 from .client import ConnectionSpec, client, is_cluster
 from .deadletter import dead_letter, same_slot
 from .scripts import run_script
-from .streams import ACK_CHUNK, key_type, send_packed, stream_exists, text
+from .streams import ACK_CHUNK, Redis, key_type, send_packed, stream_exists, text
 
 # IDs of claimed ranges kept on the driver (RESP-encoded, ~22 bytes each) so that acking a
 # committed range is one plain XACK of its IDs instead of ack_range (XPENDING + XACK in Lua).
@@ -56,6 +56,22 @@ class GroupStats:
 
 def _pairs(flat: list[Any]) -> tuple[tuple[str, int], ...]:
     return tuple((text(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2))
+
+
+def before_first_entry(r: Redis, stream: str) -> tuple[str, int]:
+    """Where ``earliest`` puts a group: just before the first entry still in the stream (so
+    entries trimmed long before are not reported as lost), and the entries-read count there."""
+    if key_type(r, stream) == "none":
+        return "0", 0
+    info = r.xinfo_stream(stream)
+    first = info.get("first-entry")
+    if not first:
+        # Empty stream: everything after the last generated ID is new.
+        return text(info["last-generated-id"]), int(info.get("entries-added", 0))
+    first_id = StreamId.parse(first[0])
+    added = info.get("entries-added")
+    read = int(added) - int(info["length"]) if added is not None else 0
+    return str(first_id.prev()), max(0, read)
 
 
 class ConsumerOps:
@@ -102,7 +118,7 @@ class ConsumerOps:
             if pos in ("latest", "$"):
                 args.append("$")
             elif pos in ("earliest", "0"):
-                start, entries_read = self._before_first_entry()
+                start, entries_read = before_first_entry(self.redis, self.stream)
                 args += [start, "MKSTREAM", "ENTRIESREAD", entries_read]
             else:
                 args.append(pos)
@@ -119,19 +135,6 @@ class ConsumerOps:
                     return True
                 raise
             return True
-
-    def _before_first_entry(self) -> tuple[str, int]:
-        if key_type(self.redis, self.stream) == "none":
-            return "0", 0
-        info = self.redis.xinfo_stream(self.stream)
-        first = info.get("first-entry")
-        if not first:
-            # Empty stream: everything after the last generated ID is new.
-            return text(info["last-generated-id"]), int(info.get("entries-added", 0))
-        first_id = StreamId.parse(first[0])
-        added = info.get("entries-added")
-        read = int(added) - int(info["length"]) if added is not None else 0
-        return str(first_id.prev()), max(0, read)
 
     # -- consumer lease ------------------------------------------------------------------------
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import sysconfig
 import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.lean_env import WITHOUT_EVENTBUS, lean_python
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,17 +32,14 @@ def test_the_wheel_installs_and_runs_the_demo(redis_server, tmp_path):
     with tarfile.open(sdist) as tar:
         assert any(n.endswith("/README.md") for n in tar.getnames())
 
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    python = venv / "bin" / "python"
-    # The dependencies come from this environment's site-packages (a .pth path line, so that
-    # its editable-install hooks stay inactive); spark_eventbus only from the wheel.
+    # Dependencies from this environment (tests/lean_env.py), spark_eventbus only from the wheel;
+    # the venv has no pip of its own, so this environment's pip installs into it.
+    python = lean_python(tmp_path / "lean", WITHOUT_EVENTBUS)
     fresh_site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig."
                                       "get_paths()['purelib'])"], capture_output=True,
                                      text=True, check=True).stdout.strip())
-    (fresh_site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
-                   check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
+                    "--no-deps", str(wheel)], check=True, timeout=300)
     where = subprocess.run([str(python), "-c", "import spark_eventbus, pyspark_eventbus; "
                             "print(spark_eventbus.__file__)"], capture_output=True, text=True,
                            check=True, cwd=tmp_path).stdout.strip()
