@@ -20,6 +20,7 @@ Usage: python bench/bench.py [--entries N] [--only reader|sink]
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -40,6 +41,8 @@ sys.path.insert(0, str(ROOT))
 from tests.redis_server import free_port  # noqa: E402
 
 STREAM = "bench:orders"
+# What the run measured, for the plot and ``.bench/figures.json``.
+FIGURES: dict[str, Any] = {}
 WARMUP = "bench:warmup"
 WARMUP_ENTRIES = 20_000
 
@@ -84,6 +87,12 @@ def slowest_command(r: redis.Redis) -> tuple[float, str]:
     cmd = top["command"]
     cmd = cmd.decode() if isinstance(cmd, bytes) else str(cmd)
     return top["duration"] / 1000.0, cmd[:60]
+
+
+def redis_cpu(r: redis.Redis) -> float:
+    """redis-server's CPU seconds so far (user + sys, all its threads)."""
+    info = r.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 def baseline(r: redis.Redis, n: int) -> float:
@@ -167,16 +176,28 @@ class WorkerPeakRss:
         return self.kb / 1024
 
 
-def run_reader(url: str, streams: str, group: str, max_entries: int) -> dict[str, float]:
-    """Driver process of one reader measurement (``bench.py reader ...``)."""
+def run_reader(url: str, streams: str, group: str, max_entries: int, source: str = "eventbus"
+               ) -> dict[str, float]:
+    """Driver process of one reader measurement (``bench.py reader ...``). ``source`` "floor":
+    Spark's floor instead, an in-memory Python source of the same schema (``bench/floor.py``)
+    serving as many rows as the streams hold."""
     spark = _spark()
+    if source == "floor":
+        from floor import register_floor
+
+        register_floor(spark, max_entries, 2)
+    r = redis.Redis.from_url(url)
 
     def run(stream: str, group: str) -> tuple[float, object]:
-        df = (spark.readStream.format("eventbus").option("url", url)
-              .option("stream", stream).option("group", group)
-              .option("startingPosition", "earliest")
-              .option("maxEntriesPerTrigger", str(max_entries)).option("numPartitions", "2")
-              .load())
+        if source == "floor":
+            rows = sum(r.xlen(s) for s in stream.split(","))
+            df = spark.readStream.format("floor").option("rows", str(rows)).load()
+        else:
+            df = (spark.readStream.format("eventbus").option("url", url)
+                  .option("stream", stream).option("group", group)
+                  .option("startingPosition", "earliest")
+                  .option("maxEntriesPerTrigger", str(max_entries)).option("numPartitions", "2")
+                  .load())
         tmp = tempfile.mkdtemp(prefix="bench-chk-")
         start = time.perf_counter()
         q = (df.writeStream.format("noop").option("checkpointLocation", tmp)
@@ -187,8 +208,10 @@ def run_reader(url: str, streams: str, group: str, max_entries: int) -> dict[str
     # Warm-up on another stream: Python worker start-up, imports and JVM JIT happen once per
     # application, not per batch; the baseline runs in a warm Python process too.
     cold, _ = run(WARMUP, f"warmup-{group}")
+    cpu0 = redis_cpu(r)
     with WorkerPeakRss() as peak:
         elapsed, q = run(streams, group)
+    cpu = redis_cpu(r) - cpu0
     if q.exception() is not None:
         raise SystemExit(f"reader query failed: {q.exception()}")
     rows = sum(p["numInputRows"] for p in q.recentProgress)
@@ -197,7 +220,147 @@ def run_reader(url: str, streams: str, group: str, max_entries: int) -> dict[str
     return {"rows": rows, "seconds": elapsed, "rows_per_s": rows / elapsed,
             "batch_seconds": in_batches, "batch_rows_per_s": rows / in_batches,
             "worker_peak_rss_mb": peak.mb, "batches": len(q.recentProgress),
-            "warmup_seconds": cold}
+            "warmup_seconds": cold, "redis_cpu_us": cpu / max(1, rows) * 1e6}
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def run_tick(seconds: float) -> dict[str, float]:
+    """Driver process: the batch interval of a trivial streaming query (a Python source of one
+    row per batch into Spark's ``noop`` sink, which runs its read task; default trigger):
+    Spark's own latency floor here."""
+    from floor import register_tick
+
+    spark = _spark()
+    register_tick(spark)
+    tmp = tempfile.mkdtemp(prefix="bench-tick-")
+    q = (spark.readStream.format("tick").load().writeStream.format("noop")
+         .option("checkpointLocation", tmp).start())
+    time.sleep(seconds)
+    q.stop()
+    progress = q.recentProgress[5:]  # after start-up
+    stamps = [_progress_time(p["timestamp"]) for p in progress]
+    gaps = [b - a for a, b in itertools.pairwise(stamps)]
+    spark.stop()
+    return {"batches": len(progress), "interval_ms": 1000 * sum(gaps) / max(1, len(gaps)),
+            "p50_interval_ms": 1000 * _percentile(gaps, 0.5)}
+
+
+def _progress_time(stamp: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def run_latency(url: str, rate: int, seconds: float) -> dict[str, Any]:
+    """Driver process: eventbus -> eventbus with the default trigger while a producer thread
+    adds ``rate`` entries/s for ``seconds``. Each target entry carries its source ID: latency
+    = the target entry's ID time - the source entry's ID time (both Redis's clock)."""
+    from pyspark.sql import functions as F
+
+    spark = _spark()
+    r = redis.Redis.from_url(url)
+    src, dst = f"bench:lat:{rate}", f"bench:lat:{rate}:out"
+    r.delete(src, dst)
+    df = (spark.readStream.format("eventbus").option("url", url).option("stream", src)
+          .option("group", "lat").option("startingPosition", "earliest").load())
+    tmp = tempfile.mkdtemp(prefix="bench-lat-")
+    q = (df.select(F.map_concat("fields", F.create_map(F.lit("src"), F.col("id")))
+                   .alias("fields"))
+         .writeStream.format("eventbus").option("url", url).option("stream", dst)
+         .option("checkpointLocation", tmp).start())
+    while not q.recentProgress:  # the query runs (its first, empty batches are done)
+        time.sleep(0.1)
+    # The producer shares the driver's 2 cores: send pre-packed XADDs (no per-entry encoding).
+    payload = b'{"order_id": 0, "note": "' + b"x" * 150 + b'"}'
+    src_b = src.encode()
+    xadd = (b"*5\r\n$4\r\nXADD\r\n$%d\r\n%s\r\n$1\r\n*\r\n$7\r\npayload\r\n$%d\r\n%s\r\n"
+            % (len(src_b), src_b, len(payload), payload))
+    conn = r.connection_pool.get_connection()
+    produced = 0
+    start = time.time()
+    while True:
+        now = time.time() - start
+        if now >= seconds:
+            break
+        due = int(now * rate)
+        if due > produced:
+            conn.send_packed_command([xadd * (due - produced)])
+            for _ in range(due - produced):
+                conn.read_response()
+            produced = due
+        time.sleep(0.005)
+    r.connection_pool.release(conn)
+    deadline = time.time() + 60
+    while r.xlen(dst) < produced and time.time() < deadline:
+        time.sleep(0.2)
+    q.stop()
+    spark.stop()
+    busy = [p for p in q.recentProgress if p["numInputRows"] > 0]
+    phases = {k: _percentile([float(p["durationMs"].get(k, 0)) for p in busy], 0.5)
+              for k in ("latestOffset", "walCommit", "queryPlanning", "addBatch",
+                        "commitOffsets", "triggerExecution")}
+    t0 = int(start * 1000)
+    samples: list[tuple[float, float]] = []  # (seconds since the producer started, latency ms)
+    for page in _xrange_all(r, dst):
+        for entry_id, fields in page:
+            src_ms = int(fields[b"src"].split(b"-")[0])
+            samples.append(((src_ms - t0) / 1000, int(entry_id.split(b"-")[0]) - src_ms))
+    lat = [ms for _, ms in samples]
+    settled = [ms for t, ms in samples if t >= 5]
+    per_second: dict[int, list[float]] = {}
+    for t, ms in samples:
+        per_second.setdefault(int(t), []).append(ms)
+    return {"rate": rate, "produced": produced, "delivered": len(samples),
+            "p50": _percentile(lat, 0.5), "p99": _percentile(lat, 0.99), "max": max(lat),
+            "settled_p50": _percentile(settled, 0.5), "settled_p99": _percentile(settled, 0.99),
+            "first5_p50": _percentile([ms for t, ms in samples if t < 5], 0.5),
+            "batches": len(busy), "rows_per_batch": _percentile(
+                [float(p["numInputRows"]) for p in busy], 0.5), "phases_ms": phases,
+            "series": [[sec, _percentile(v, 0.5), _percentile(v, 0.99)]
+                       for sec, v in sorted(per_second.items())]}
+
+
+def _xrange_all(r: redis.Redis, stream: str) -> Any:
+    lo = "-"
+    while True:
+        page = r.xrange(stream, lo, "+", count=10_000)
+        if not page:
+            return
+        yield page
+        lo = "(" + page[-1][0].decode()
+
+
+def sub_driver(*args: str) -> Any:
+    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, timeout=3600)
+    if out.returncode != 0:
+        raise SystemExit(out.stderr.decode()[-4000:])
+    return json.loads(out.stdout.decode().strip().splitlines()[-1])
+
+
+def bench_latency(port: int, seconds: float = 20) -> None:
+    url = f"redis://127.0.0.1:{port}/0"
+    tick = sub_driver("tick", "20")
+    print(f"latency floor: a trivial Python streaming source (one row per batch, noop sink) "
+          f"runs a batch every {tick['interval_ms']:.0f} ms (median {tick['p50_interval_ms']:.0f})")
+    FIGURES["tick"] = tick
+    for rate in (5_000, 20_000):
+        res = sub_driver("latency", url, str(rate), str(seconds))
+        FIGURES[f"latency_{rate}"] = res
+        assert res["delivered"] == res["produced"], res
+        print(f"latency   eventbus -> eventbus at {rate:,}/s, default trigger, {seconds:.0f} s: "
+              f"p50 {res['p50']:.0f} ms, p99 {res['p99']:.0f} ms, max {res['max']:.0f} ms; "
+              f"from 5 s after the producer started p50 {res['settled_p50']:.0f} ms, p99 "
+              f"{res['settled_p99']:.0f} ms (first 5 s: p50 {res['first5_p50']:.0f} ms); "
+              f"p50 / floor interval {res['settled_p50'] / tick['interval_ms']:.2f}")
+        print(f"          {res['batches']} batches of median {res['rows_per_batch']:.0f} rows; "
+              "median ms per batch: " + ", ".join(f"{k} {v:.0f}"
+                                                  for k, v in res["phases_ms"].items()))
 
 
 def sink_rows(n: int) -> pa.Table:
@@ -292,10 +455,10 @@ def bench_sink(r: redis.Redis, port: int, n: int, work: Path) -> None:
           f"({(off / on - 1) * 100:.0f}% more time with it)")
 
 
-def reader_subprocess(url: str, streams: str, group: str, max_entries: int
-                      ) -> dict[str, float]:
+def reader_subprocess(url: str, streams: str, group: str, max_entries: int,
+                      source: str = "eventbus") -> dict[str, float]:
     out = subprocess.run([sys.executable, __file__, "reader", url, streams, group,
-                          str(max_entries)], capture_output=True, timeout=3600)
+                          str(max_entries), source], capture_output=True, timeout=3600)
     if out.returncode != 0:
         raise SystemExit(out.stderr.decode()[-4000:])
     return json.loads(out.stdout.decode().strip().splitlines()[-1])
@@ -310,9 +473,12 @@ def bench_reader(r: redis.Redis, port: int, n: int) -> None:
     print(f"produced {n:,} entries (~{size} B payload) in {time.perf_counter() - t:.1f} s")
 
     r.slowlog_reset()
+    cpu0 = redis_cpu(r)
     base = baseline(r, n)
+    base_cpu = (redis_cpu(r) - cpu0) / n * 1e6
     base_slow = slowest_command(r)
     print(f"baseline  redis-py XREADGROUP COUNT 1000 + XACK: {base:>10,.0f} rows/s  "
+          f"Redis CPU {base_cpu:.2f} us/entry  "
           f"(longest Redis command {base_slow[0]:.1f} ms: {base_slow[1]})")
 
     results = {}
@@ -331,9 +497,23 @@ def bench_reader(r: redis.Redis, port: int, n: int) -> None:
               f"{res['batch_rows_per_s'] / base:.2f}  (sum of the batches' triggerExecution, "
               f"{res['batch_seconds']:.1f} s; the cold-start warm-up query of "
               f"{WARMUP_ENTRIES:,} entries took {res['warmup_seconds']:.1f} s)")
+        print(f"          Redis CPU {res['redis_cpu_us']:.2f} us/entry = "
+              f"{res['redis_cpu_us'] / base_cpu:.2f}x the baseline's")
         print(f"          longest Redis command {slow[0]:.1f} ms ({slow[1]}); "
               f"worker peak RSS {res['worker_peak_rss_mb']:.0f} MiB; pending after {pending}")
         assert res["rows"] == n, res
+    floor = reader_subprocess(f"redis://127.0.0.1:{port}/0", STREAM, "-", 100_000, "floor")
+    assert floor["rows"] == n, floor
+    small = results[100_000]
+    print(f"floor     Spark's in-memory Python source, same schema and trigger (100,000 per "
+          f"trigger): {floor['rows_per_s']:>10,.0f} rows/s end to end; its first query "
+          f"({WARMUP_ENTRIES:,} rows) {floor['warmup_seconds']:.1f} s")
+    print(f"reader / floor: end to end {small['rows_per_s'] / floor['rows_per_s']:.2f} "
+          f"(goal >= 0.8); first query of the application "
+          f"{small['warmup_seconds'] / floor['warmup_seconds']:.2f} (goal <= 1.3); "
+          f"reader / plain loop {small['rows_per_s'] / base:.2f}")
+    FIGURES.update(base_rows_per_s=base, base_cpu_us=base_cpu, reader=small, floor=floor,
+                   reader_500k=results[500_000])
     small, big = results[100_000], results[500_000]
     print(f"worker peak RSS 500k / 100k: {big['worker_peak_rss_mb']:.0f} / "
           f"{small['worker_peak_rss_mb']:.0f} MiB = "
@@ -386,8 +566,14 @@ def bench_cluster(r: redis.Redis, port: int, n: int, work: Path) -> None:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "reader":
-        url, streams, group, max_entries = sys.argv[2:6]
-        print(json.dumps(run_reader(url, streams, group, int(max_entries))))
+        url, streams, group, max_entries, source = sys.argv[2:7]
+        print(json.dumps(run_reader(url, streams, group, int(max_entries), source)))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "tick":
+        print(json.dumps(run_tick(float(sys.argv[2]))))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "latency":
+        print(json.dumps(run_latency(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "sink":
         url, src, warmup, stream, idem = sys.argv[2:7]
@@ -396,7 +582,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--entries", type=int, default=1_000_000)
-    ap.add_argument("--only", choices=("reader", "sink", "cluster"), help="run one part only")
+    ap.add_argument("--only", choices=("reader", "latency", "sink", "cluster"),
+                    help="run one part only")
     args = ap.parse_args()
     n = args.entries
     work = Path(tempfile.mkdtemp(prefix="eventbus-bench-"))
@@ -406,6 +593,9 @@ def main() -> None:
         print(f"hiredis: {redis.utils.HIREDIS_AVAILABLE}")
         if args.only in (None, "reader"):
             bench_reader(r, port, n)
+        if args.only in (None, "latency"):
+            r.flushall()
+            bench_latency(port)
         if args.only in (None, "sink"):
             r.flushall()
             bench_sink(r, port, n, work)

@@ -20,12 +20,13 @@ _SCRIPTS = ("evalsha", "script|load")
 CLUSTER = ("cluster|slots", "cluster|shards", "command")
 
 ROLES: dict[str, tuple[str, ...]] = {
-    # spark.readStream: groups, claims and plans (claim.lua), reclaim (reclaim.lua), acks
+    # spark.readStream: groups, claims (claim.lua, XREADGROUP, claim_record.lua) and plans
+    # (plan_load.lua), reclaim (reclaim.lua), acks
     # (ack_range.lua, XACK), the consumer lease (lease.lua), executors' XRANGE replay.
     "streaming-reader": (*_CONNECT, *_SCRIPTS, "type", "xinfo|stream", "xinfo|groups",
                          "xgroup|create", "xreadgroup", "xautoclaim", "xpending", "xack",
-                         "xrange", "get", "set", "del", "pttl", "hget", "hgetall", "hset",
-                         "hdel", "pexpire"),
+                         "xrange", "get", "set", "del", "pttl", "hget", "hexists", "hgetall",
+                         "hset", "hdel", "pexpire"),
     # spark.read: XRANGE of a range, nothing written.
     "batch-reader": (*_CONNECT, "type", "xrange", "xrevrange"),
     # df.write / writeStream: sink_chunk.lua (XADD, trimming, markers), marker registry.

@@ -40,7 +40,7 @@ def read_slice(part: SlicePartition) -> Iterator[pa.RecordBatch]:
     with ``ackMode=none``) so no PEL residue is left.
     """
     spec, sl = part.spec, part.slice
-    r = client(spec.conn, raw_xrange=True)
+    r = client(spec.conn, raw_entries=True)
     build = _builder(spec)
     missing: list[str] = []
     with redis_errors(f"reading stream {sl.stream!r}", spec.conn):
@@ -103,7 +103,7 @@ def _handle_missing(r: Redis, spec: ReadSpec, stream: str, missing: list[str]) -
 
 def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     """A batch read of ``XRANGE start end``, paged."""
-    r = client(part.spec.conn, raw_xrange=True)
+    r = client(part.spec.conn, raw_entries=True)
     build = _builder(part.spec)
     with redis_errors(f"reading stream {part.stream!r}", part.spec.conn):
         for page in xrange_pages(r, part.stream, part.start, part.end, READ_PAGE):

@@ -24,6 +24,8 @@ end
 -- The claim plans of this consumer: a hash with one field per batch number (seq), holding what
 -- was claimed for a batch Spark may not have logged yet (crash residue, or the next batch
 -- pre-claimed while the current one runs). A plan of another run (checkpoint) is replaced.
+-- plan.claiming, when set, is a claim in progress: {after = the group's last-delivered-id when
+-- it began, count = its XREADGROUP COUNT} (claim.lua / claim_record.lua).
 local PLAN_TTL_MS = 7 * 24 * 3600 * 1000
 local function load_plan(key, run, seq)
   local raw = redis.call('HGET', key, seq)
@@ -40,6 +42,44 @@ end
 local function save_plan(key, plan)
   redis.call('HSET', key, plan.seq, cjson.encode(plan))
   redis.call('PEXPIRE', key, PLAN_TTL_MS)
+end
+
+-- Close the claim in progress of `plan` (not saved here): every entry of this consumer's PEL
+-- after plan.claiming.after and before `upto` ('+': no bound; '(<id>': up to that ID, excluded)
+-- that no plan lists as reclaimed was claimed by that claim's XREADGROUP (only this consumer's
+-- own XREADGROUP puts entries after the group's position into its PEL; reclaims record theirs
+-- atomically) and the claimer did not live to record it: add them to the plan as listed IDs
+-- with their delivery counts. Listed, not as a range: two attempts (a client retry after a lost
+-- reply) need not be contiguous. Bounded by the PEL after `after`: the entries of at most a
+-- few claims. Returns the number added.
+local function resolve_intent(stream, group, consumer, plan_key, plan, upto)
+  local c = plan.claiming
+  plan.claiming = nil
+  if type(c) ~= 'table' or type(c.after) ~= 'string' then return 0 end
+  local skip, added, start = nil, 0, '(' .. c.after
+  while true do
+    local p = redis.call('XPENDING', stream, group, start, upto, 1000, consumer)
+    if #p > 0 and not skip then
+      skip = {}
+      local all = redis.call('HGETALL', plan_key)
+      for i = 2, #all, 2 do
+        local q = cjson.decode(all[i])
+        if type(q.reclaimed) == 'table' then
+          for _, e in ipairs(q.reclaimed) do skip[e[1]] = true end
+        end
+      end
+      for _, e in ipairs(plan.reclaimed) do skip[e[1]] = true end
+    end
+    for _, e in ipairs(p) do
+      if not skip[e[1]] then
+        plan.reclaimed[#plan.reclaimed + 1] = {e[1], e[4]}
+        added = added + 1
+      end
+    end
+    if #p < 1000 then break end
+    start = '(' .. p[#p][1]
+  end
+  return added
 end
 
 -- Append an entry to a dead-letter stream with its original fields and the dlq.* fields.

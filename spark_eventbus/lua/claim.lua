@@ -1,27 +1,29 @@
--- Claim up to COUNT new entries for this consumer with one XREADGROUP ... > and record the
--- chunk in the claim plan, atomically: a driver killed right after this call still finds what
--- it claimed. Payloads stay in Redis; the caller gets (first, last, count).
+-- Begin a claim of up to COUNT new entries for this consumer. The client then runs the
+-- XREADGROUP ... > itself (the entries cross the network once, as raw RESP, and Redis converts
+-- nothing to Lua) and records the chunk it got with claim_record.lua. Here: report entries
+-- deleted or trimmed before the group read them, and write the claim's intent into the plan of
+-- the batch: the group's last-delivered-id now. Everything the following XREADGROUP claims
+-- lies after it, so a driver killed before claim_record still finds its claim, in this
+-- consumer's PEL (resolve_intent in _lib.lua).
 --
 -- KEYS[1] stream, KEYS[2] plan key
 -- ARGV[1] group, ARGV[2] consumer, ARGV[3] count, ARGV[4] run, ARGV[5] seq,
--- ARGV[6] stop after this ID ('' = no bound; Trigger.AvailableNow), ARGV[7] 'fail' | 'skip',
--- ARGV[8] '1': also return the claimed IDs as RESP bulk strings ('$<len>\r\n<id>\r\n' each, in
--- any order), so the ack after commit is a plain XACK of them instead of ack_range (which reads
--- the PEL back; the README's benchmark section compares the two).
--- Returns {status, first, last, n, lost_after, lost_before, lost_count, ids}; status is ok, empty,
--- done, loss or nogroup. lost_* describe entries deleted or trimmed before the group read them:
--- IDs after lost_after and before lost_before ('' = unknown, '(' prefix = up to and including),
--- lost_count of them (-1 = unknown).
+-- ARGV[6] stop after this ID ('' = no bound; Trigger.AvailableNow), ARGV[7] 'fail' | 'skip'
+-- Returns {status, lost_after, lost_before, lost_count}; status is read (run the XREADGROUP now),
+-- empty, done, loss or nogroup. lost_* describe entries deleted or trimmed before the group
+-- read them: IDs after lost_after and before lost_before ('' = unknown, '(' prefix = up to and
+-- including), lost_count of them (-1 = unknown).
 local stream, plan_key = KEYS[1], KEYS[2]
 local group, consumer = ARGV[1], ARGV[2]
 
+if redis.call('TYPE', stream)['ok'] ~= 'stream' then return {'nogroup', '', '', -1} end
 local info = kv(redis.call('XINFO', 'STREAM', stream))
 local delivered, entries_read = nil, nil
 for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
   local t = kv(g)
   if t['name'] == group then delivered, entries_read = t['last-delivered-id'], t['entries-read'] end
 end
-if not delivered then return {'nogroup', '', '', 0, '', '', -1, ''} end
+if not delivered then return {'nogroup', '', '', -1} end
 
 -- Entries removed before this group read them:
 --  * XDEL after our position: max-deleted-entry-id (Redis >= 7.0) is beyond it;
@@ -47,49 +49,27 @@ if added and (not first_entry or idcmp(first_entry, delivered) > 0) then
   end
 end
 if lost_after ~= '' and ARGV[7] == 'fail' then
-  return {'loss', '', '', 0, lost_after, lost_before, lost_count, ''}
+  return {'loss', lost_after, lost_before, lost_count}
 end
 if ARGV[6] ~= '' and idcmp(delivered, ARGV[6]) >= 0 then
-  return {'done', '', '', 0, lost_after, lost_before, lost_count, ''}
+  return {'done', lost_after, lost_before, lost_count}
 end
 
-local r = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', tonumber(ARGV[3]),
-                     'STREAMS', stream, '>')
-local entries = (r and r[1][2]) or {}
-local n = #entries
-if n == 0 then
+local last_entry = info['last-entry'] and info['last-entry'][1]
+if not last_entry or idcmp(last_entry, delivered) <= 0 then
   if lost_after ~= '' then
     -- Everything after last-delivered-id is gone: move the group past it (keeping lag exact)
     -- so the loss is reported once.
     redis.call('XGROUP', 'SETID', stream, group, info['last-generated-id'],
                'ENTRIESREAD', info['entries-added'])
   end
-  return {'empty', '', '', 0, lost_after, lost_before, lost_count, ''}
+  return {'empty', lost_after, lost_before, lost_count}
 end
-local last = entries[n][1]
+
 local plan = load_plan(plan_key, ARGV[4], ARGV[5])
-table.insert(plan.chunks, {entries[1][1], last, n})
-save_plan(plan_key, plan)
-local ids = ''
-if ARGV[8] == '1' then
-  -- XACK takes IDs in any order: bucket them by length so that each bucket is one
-  -- table.concat with a constant '\r\n$<len>\r\n' separator (no string built per ID).
-  local buckets, lens = {}, {}
-  for i = 1, n do
-    local id = entries[i][1]
-    local b = buckets[#id]
-    if not b then
-      b = {}
-      buckets[#id] = b
-      lens[#lens + 1] = #id
-    end
-    b[#b + 1] = id
-  end
-  local parts = {}
-  for _, len in ipairs(lens) do
-    local head = '$' .. len .. '\r\n'
-    parts[#parts + 1] = head .. table.concat(buckets[len], '\r\n' .. head) .. '\r\n'
-  end
-  ids = table.concat(parts)
+if type(plan.claiming) == 'table' then
+  resolve_intent(stream, group, consumer, plan_key, plan, '+')
 end
-return {'ok', entries[1][1], last, n, lost_after, lost_before, lost_count, ids}
+plan.claiming = {after = delivered, count = tonumber(ARGV[3])}
+save_plan(plan_key, plan)
+return {'read', lost_after, lost_before, lost_count}

@@ -107,10 +107,20 @@ def _raw(reply: Any, **kw: Any) -> Any:
     return reply
 
 
+# Commands whose replies a raw client leaves as hiredis gives them.
+_RAW_COMMANDS = ("XRANGE", "XREADGROUP")
+
+
+def _set_raw(node: redis.Redis) -> None:
+    for command in _RAW_COMMANDS:
+        node.set_response_callback(command, _raw)
+
+
 def _raw_replies(r: Redis) -> Redis:
-    """XRANGE replies as hiredis gives them (lists of ``[id, [field, value, ...]]``), not
-    dicts: the executors build Arrow columns from them directly, and duplicate field names
-    survive. Only ever applied to a client of its own (see :func:`client`)."""
+    """XRANGE and XREADGROUP replies as hiredis gives them (lists of ``[id, [field, value,
+    ...]]``), not dicts: the executors build Arrow columns from them directly, duplicate field
+    names survive, and a claim costs no Python object per field. Only ever applied to a client
+    of its own (see :func:`client`)."""
     if isinstance(r, RedisCluster):
         # A cluster client parses each reply with the client of the node that sent it: set the
         # callback on the node clients this instance has, and on those it makes later (after
@@ -120,15 +130,15 @@ def _raw_replies(r: Redis) -> Redis:
 
         def create_redis_node(host: str, port: int, **kwargs: Any) -> redis.Redis:
             node = make_node(host, port, **kwargs)
-            node.set_response_callback("XRANGE", _raw)
+            _set_raw(node)
             return node
 
         nodes.create_redis_node = create_redis_node  # type: ignore[method-assign]
         for node in nodes.nodes_cache.values():
             if node.redis_connection is not None:
-                node.redis_connection.set_response_callback("XRANGE", _raw)
+                _set_raw(node.redis_connection)
         return r
-    r.set_response_callback("XRANGE", _raw)
+    _set_raw(r)
     return r
 
 
@@ -136,13 +146,14 @@ _clients: dict[tuple[ConnectionSpec, bool], Redis] = {}
 _lock = threading.Lock()
 
 
-def client(spec: ConnectionSpec, *, raw_xrange: bool = False) -> Redis:
-    """The cached client of this process for ``spec``. ``raw_xrange=True`` gives a separate
-    client whose XRANGE replies stay raw (never the shared one: its callbacks stay default)."""
-    key = (spec, raw_xrange)
+def client(spec: ConnectionSpec, *, raw_entries: bool = False) -> Redis:
+    """The cached client of this process for ``spec``. ``raw_entries=True`` gives a separate
+    client whose XRANGE/XREADGROUP replies stay raw (never the shared one: its callbacks stay
+    default)."""
+    key = (spec, raw_entries)
     with _lock:
         c = _clients.get(key)
         if c is None:
             c = new_client(spec)
-            _clients[key] = _raw_replies(c) if raw_xrange else c
+            _clients[key] = _raw_replies(c) if raw_entries else c
         return c

@@ -53,7 +53,7 @@ def dead_letter(spec: ConnectionSpec, source: str, dlq: str, group: str,
     live = [(e, p[0]) for e, p in zip(entries, pipe.execute(), strict=True) if p]
     if not live:
         return 0, len(entries)
-    raw = client(spec, raw_xrange=True)
+    raw = client(spec, raw_entries=True)
     pipe = raw.pipeline(transaction=False)
     for (entry_id, _, _), _ in live:
         pipe.execute_command("XRANGE", source, entry_id, entry_id)
@@ -80,7 +80,7 @@ def replay_page(spec: ConnectionSpec, dlq: str, target: str, count: int, after: 
         moved, kept, last = run_script(r, "dlq_replay", [dlq, target], [count, after])
         return int(moved), int(kept), text(last)
 
-    raw = client(spec, raw_xrange=True)
+    raw = client(spec, raw_entries=True)
     start = "-" if after == "-" else f"({after}"
     page = raw.execute_command("XRANGE", dlq, start, "+", "COUNT", count)
     if not page:

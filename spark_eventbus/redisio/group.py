@@ -1,5 +1,6 @@
 """Consumer-group operations of one consumer on one stream: group creation, the consumer
-lease, claim plans, claims (``lua/claim.lua``), reclaims (``lua/reclaim.lua``), acks, and group
+lease, claim plans, claims (``lua/claim.lua``, a client ``XREADGROUP``,
+``lua/claim_record.lua``), reclaims (``lua/reclaim.lua``), acks, and group
 stats. Driver side. Every method translates Redis errors (:func:`redis_errors`) naming the
 stream and group."""
 
@@ -19,7 +20,16 @@ from .boundary import ResponseError, redis_errors
 from .client import ConnectionSpec, client, is_cluster
 from .deadletter import dead_letter, same_slot
 from .scripts import run_script
-from .streams import ACK_CHUNK, Redis, key_type, send_packed, stream_exists, text
+from .streams import (
+    ACK_CHUNK,
+    Redis,
+    entry_ids,
+    key_type,
+    resp_bulk,
+    send_packed,
+    stream_exists,
+    text,
+)
 
 # IDs of claimed ranges kept on the driver (RESP-encoded, ~22 bytes each) so that acking a
 # committed range is one plain XACK of its IDs instead of ack_range (XPENDING + XACK in Lua).
@@ -86,6 +96,7 @@ class ConsumerOps:
         self.plan_key = plan_key(stream, group, consumer)
         self.lease_key = lease_key(stream, group, consumer)
         self.redis = client(spec)
+        self.raw = client(spec, raw_entries=True)  # XREADGROUP replies as hiredis gives them
         self.cache_ack_ids = cache_ack_ids
         self._ack_ids: dict[ClaimedRange, bytes] = {}  # claimed chunk -> its IDs, RESP bulk strings
         self._ack_ids_bytes = 0
@@ -152,10 +163,12 @@ class ConsumerOps:
     # -- claim plan ----------------------------------------------------------------------------
 
     def load_plan(self, run: str, seq: int) -> StreamBatch:
-        """What was already claimed for batch (run, seq): pre-claimed, or left by a crash."""
+        """What was already claimed for batch (run, seq): pre-claimed, or left by a crash
+        (a claim cut short between ``claim.lua`` and ``claim_record.lua`` is closed first)."""
         with self._errors("reading the claim plan"):
-            raw = self.redis.hget(self.plan_key, str(seq))
-        if raw is None:
+            raw = run_script(self.redis, "plan_load", [self.stream, self.plan_key],
+                             [self.group, self.consumer, run, str(seq)])
+        if not raw:
             return StreamBatch()
         plan = json.loads(raw)
         if plan.get("run") != run:
@@ -177,17 +190,34 @@ class ConsumerOps:
 
     def claim(self, count: int, run: str, seq: int, stop_after: str | None,
               fail_on_loss: bool) -> ClaimResult:
-        """One atomic XREADGROUP > of at most ``count`` entries, recorded in the plan."""
-        keep_ids = self.cache_ack_ids and self._ack_ids_bytes < ACK_ID_CACHE_BYTES
+        """Claim at most ``count`` new entries with one ``XREADGROUP >``, recorded in the plan.
+
+        Three steps: ``claim.lua`` checks for lost entries and writes the claim's intent into
+        the plan; this client runs the XREADGROUP (raw replies: no Lua table of the entries in
+        Redis, no dict per entry here); ``claim_record.lua`` records the chunk. A driver killed
+        in between leaves the intent, which the next plan read closes from this consumer's PEL.
+        """
         with self._errors("claiming new entries"):
             res = run_script(self.redis, "claim", [self.stream, self.plan_key],
                              [self.group, self.consumer, count, run, str(seq), stop_after or "",
-                              "fail" if fail_on_loss else "skip", "1" if keep_ids else "0"])
-        status, first, last, n, lost_after, lost_before, lost_count = (text(x) for x in res[:7])
-        chunk = ClaimedRange(first, last, int(n)) if status == "ok" else None
-        if chunk is not None and keep_ids and res[7]:
-            self._ack_ids[chunk] = res[7]
-            self._ack_ids_bytes += len(res[7])
+                              "fail" if fail_on_loss else "skip"])
+            status, lost_after, lost_before, lost_count = (text(x) for x in res)
+            chunk = None
+            if status == "read":
+                ids = entry_ids(self.raw.execute_command(
+                    "XREADGROUP", "GROUP", self.group, self.consumer, "COUNT", count,
+                    "STREAMS", self.stream, ">"))
+                if ids:
+                    chunk = ClaimedRange(text(ids[0]), text(ids[-1]), len(ids))
+                bounds = [chunk.first, chunk.last, chunk.count] if chunk else ["", "", 0]
+                run_script(self.redis, "claim_record", [self.stream, self.plan_key],
+                           [self.group, self.consumer, run, str(seq), *bounds])
+                status = "ok" if chunk else "empty"
+                if chunk is not None and self.cache_ack_ids \
+                        and self._ack_ids_bytes < ACK_ID_CACHE_BYTES:
+                    packed = resp_bulk(ids)
+                    self._ack_ids[chunk] = packed
+                    self._ack_ids_bytes += len(packed)
         return ClaimResult(status, chunk, lost_after, lost_before, int(lost_count))
 
     def reclaim(self, cursor: str, count: int, min_idle_ms: int, run: str, seq: int,

@@ -38,7 +38,7 @@ def stream_exists(r: Redis, key: str, fix: str = "") -> bool:
 def xrange_pages(r: Redis, stream: str, start: str, end: str, page: int
                  ) -> Iterator[list[Any]]:
     """``XRANGE stream start end`` in pages of at most ``page`` entries (raw replies with a
-    ``client(spec, raw_xrange=True)``); each call is bounded, whatever the range."""
+    ``client(spec, raw_entries=True)``); each call is bounded, whatever the range."""
     lo = start
     while True:
         got = r.execute_command("XRANGE", stream, lo, end, "COUNT", page)
@@ -48,6 +48,20 @@ def xrange_pages(r: Redis, stream: str, start: str, end: str, page: int
             return
         last = got[-1][0]
         lo = "(" + (last.decode() if isinstance(last, bytes) else str(last))
+
+
+def entry_ids(reply: Any) -> list[bytes]:
+    """The entry IDs of a raw one-stream ``XREAD``/``XREADGROUP`` reply (RESP3: a map of stream
+    to entries; RESP2: a list of [stream, entries]; nil when nothing was read)."""
+    if not reply:
+        return []
+    entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
+    return [e[0] for e in entries]
+
+
+def resp_bulk(items: Sequence[bytes]) -> bytes:
+    """``items`` as consecutive RESP bulk strings (arguments of a pre-packed command)."""
+    return b"".join([b"$%d\r\n%s\r\n" % (len(i), i) for i in items])
 
 
 def xack(r: Redis, stream: str, group: str, ids: Sequence[str], per_call: int = ACK_CHUNK

@@ -238,3 +238,60 @@ def test_committed_chunks_are_acked_by_their_claimed_ids_with_fallbacks(own_redi
     own_redis.restart()  # the pooled connection is dead now; the data survives (AOF)
     assert ops.ack(StreamBatch((last,))) == 1_000
     assert pending(r, names["stream"], names["group"]) == 0
+
+
+def test_a_claim_cut_short_before_its_record_is_recovered(redis_server, names):
+    """A claim is three steps (intent, the driver's own XREADGROUP, record). A driver killed
+    after the XREADGROUP leaves its entries in the consumer's PEL only: the next driver's
+    first batch delivers exactly those, at once (no claimMinIdleMs wait)."""
+    from spark_eventbus.redisio.scripts import run_script
+
+    r = redis_server.client()
+    ids = produce(r, names["stream"], 3_000)
+    first = _reader(redis_server.url, names, maxEntriesPerTrigger="1000")
+    start = first.initialOffset()
+    ops = first.ops[names["stream"]]
+    status = run_script(ops.redis, "claim", [ops.stream, ops.plan_key],
+                        [ops.group, ops.consumer, 1000, start["run"], "1", "", "fail"])
+    assert status[0] == b"read"
+    r.xreadgroup(ops.group, ops.consumer, {ops.stream: ">"}, count=1000)  # ... then killed
+    first.stop()
+    assert pending(r, names["stream"], names["group"]) == 1000
+
+    second = _reader(redis_server.url, names, maxEntriesPerTrigger="1000")
+    end1 = second.latestOffset(start, ReadMaxRows(1000))
+    batch = BatchOffset.from_json(end1).streams[names["stream"]]
+    assert batch.count == 1000 and {d for _, d in batch.reclaimed} == {1}
+    rows = [b for p in second.partitions(start, end1) for b in second.read(p)]
+    assert sorted(i for b in rows for i in b.column("id").to_pylist()) == sorted(ids[:1000])
+    assert {c for b in rows for c in b.column("delivery_count").to_pylist()} == {1}
+    second.commit(end1)
+    second.stop()
+
+
+def test_a_claim_whose_reply_was_lost_and_retried_records_both_reads(redis_server, names):
+    """redis-py retries an XREADGROUP whose reply a dropped connection lost: the first read's
+    entries are pending too, and the record step puts them into the plan with the second
+    read's chunk, so none waits for reclaim."""
+    from spark_eventbus.redisio import ConnectionSpec, ConsumerOps
+    from spark_eventbus.redisio.scripts import run_script
+
+    r = redis_server.client()
+    ids = produce(r, names["stream"], 1_000)
+    r.xgroup_create(names["stream"], names["group"], "0")
+    ops = ConsumerOps(ConnectionSpec(redis_server.url), names["stream"], names["group"], "c")
+    assert run_script(ops.redis, "claim", [ops.stream, ops.plan_key],
+                      [ops.group, ops.consumer, 300, "run", "1", "", "fail"])[0] == b"read"
+    r.xreadgroup(ops.group, ops.consumer, {ops.stream: ">"}, count=300)  # reply lost
+    got = r.xreadgroup(ops.group, ops.consumer, {ops.stream: ">"}, count=300)[0][1]
+    first, last = got[0][0].decode(), got[-1][0].decode()
+    extra = run_script(ops.redis, "claim_record", [ops.stream, ops.plan_key],
+                       [ops.group, ops.consumer, "run", "1", first, last, len(got)])
+    assert extra == 300
+    plan = ops.load_plan("run", 1)
+    assert [c.first for c in plan.chunks] == [ids[300]] and plan.chunks[0].count == 300
+    assert [i for i, _ in plan.reclaimed] == ids[:300]
+    # A later claim for the same batch continues after both reads.
+    nxt = ops.claim(100, "run", 1, None, True)
+    assert nxt.chunk is not None and nxt.chunk.first == ids[600]
+    assert ops.load_plan("run", 1).count == 700
