@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from .ids import StreamId
 from .offsets import ClaimedRange, StreamBatch
 
-# Entries per claim script call: one server-side call must stay well under 50 ms of Redis time,
-# also on a busy CPU (the README's benchmark section has the measured cost per entry).
+# Entries per claim (one XREADGROUP): one server-side call must stay well under 50 ms of Redis
+# time, also on a busy CPU (the README's benchmark section has the longest command measured).
 MAX_CLAIM_CHUNK = 2_000
 
 
