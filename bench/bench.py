@@ -274,7 +274,9 @@ def run_latency(url: str, rate: int, seconds: float) -> dict[str, Any]:
                    .alias("fields"))
          .writeStream.format("eventbus").option("url", url).option("stream", dst)
          .option("checkpointLocation", tmp).start())
-    while not q.recentProgress:  # the query runs (its first, empty batches are done)
+    # The query runs: its first batch (empty: the stream is; it starts the Python workers) is
+    # done.
+    while not any("addBatch" in p["durationMs"] for p in q.recentProgress):
         time.sleep(0.1)
     # The producer shares the driver's 2 cores: send pre-packed XADDs (no per-entry encoding).
     payload = b'{"order_id": 0, "note": "' + b"x" * 150 + b'"}'

@@ -25,7 +25,8 @@ def plot(figures: dict[str, Any], path: Path) -> None:
                  ("sink\nidempotent", figures["sink_idempotent"]["rows_per_s"], "#2471a3"),
                  ("sink\nnot idempotent", figures["sink_plain"]["rows_per_s"], "#5dade2")]
     left.bar(range(len(bars)), [b[1] / 1000 for b in bars], color=[b[2] for b in bars])
-    left.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=8)
+    left.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=7, rotation=30,
+                    ha="right")
     left.set_ylabel("thousand entries / s (end to end)")
     left.set_title("Throughput, ~200-byte entries, local[2], one Redis")
     for i, b in enumerate(bars):

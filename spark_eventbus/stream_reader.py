@@ -43,6 +43,7 @@ from .options import ReaderOptions
 from .partition_reader import read_slice
 from .partitions import ReadSpec, SlicePartition
 from .planning import (
+    Slice,
     claim_chunk_size,
     first_claim_allowance,
     preclaim_allowance,
@@ -72,6 +73,7 @@ class ClaimState:
     stop_after: dict[str, str | None] | None = None  # Trigger.AvailableNow: last ID per stream
     reclaim_cursor: dict[str, str] = field(default_factory=dict)
     reclaim_done: set[str] = field(default_factory=set)  # AvailableNow: PEL scanned once
+    planned_once: bool = False  # latestOffset has run in this driver
 
 
 @dataclass
@@ -194,7 +196,15 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         d.metrics.planned = {name: (sum(c.count for c in b.chunks), len(b.reclaimed))
                              for name, b in batches.items()}
+        first_plan, d.claims.planned_once = not d.claims.planned_once, True
         if not any(batches.values()):
+            if first_plan and d.claims.stop_after is None \
+                    and not isinstance(limit, ReadAllAvailable):
+                # Nothing to read yet: one empty batch now makes Spark start the Python
+                # workers of this query's tasks (reader and sink), so that the first entries
+                # to arrive do not wait for that start-up (partitions() below).
+                self._start_prefetch(begin, budget, seq + 1)
+                return BatchOffset(begin.run, seq, {}).to_json()
             self._settle(begin)
             return start  # the very same object: Spark compares offsets as JSON text
         self._start_prefetch(begin, budget, seq + 1)
@@ -223,6 +233,10 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start == end:
             return []
         batch = BatchOffset.from_json(end)
+        if not batch.streams:  # the warm-up batch (latestOffset): tasks that read nothing
+            first = sorted(self.options.streams)[0]
+            return [SlicePartition(self.spec, Slice(first, (), ()))
+                    for _ in range(self.options.num_partitions)]
         return [SlicePartition(self.spec, sl)
                 for name in sorted(batch.streams)
                 for sl in split_partitions(name, batch.streams[name], self.options.num_partitions)]
