@@ -445,6 +445,7 @@ def bench_sink(r: redis.Redis, port: int, n: int, work: Path) -> None:
         res = sink_subprocess(f"redis://127.0.0.1:{port}/0", src, warmup, stream, idempotent)
         slow = slowest_command(r)
         assert r.xlen(stream) == n, (stream, r.xlen(stream))
+        res["slowest_ms"] = slow[0]
         results[idempotent] = res
         FIGURES[f"sink_{'idempotent' if idempotent else 'plain'}"] = res
         print(f"sink      idempotent={str(idempotent).lower():<5}: {res['rows_per_s']:>10,.0f} "
@@ -452,6 +453,7 @@ def bench_sink(r: redis.Redis, port: int, n: int, work: Path) -> None:
               f"{res['partitions']} tasks; longest Redis command {slow[0]:.1f} ms ({slow[1]}); "
               f"worker peak RSS {res['worker_peak_rss_mb']:.0f} MiB)")
     FIGURES["sink_base_rows_per_s"] = base
+    FIGURES["sink_base_slowest_ms"] = base_slow[0]
     on, off = results[True]["rows_per_s"], results[False]["rows_per_s"]
     print(f"cost of idempotency: {on:,.0f} vs {off:,.0f} rows/s = {on / off:.2f}x "
           f"({(1 - on / off) * 100:+.0f}% time saved without it)" if on > off else
@@ -497,6 +499,7 @@ def bench_reader(r: redis.Redis, port: int, n: int) -> None:
                                 max_entries)
         slow = slowest_command(r)
         pending = r.xpending(STREAM, f"spark-{max_entries}")["pending"]
+        res["slowest_ms"] = slow[0]
         results[max_entries] = res
         print(f"reader    maxEntriesPerTrigger={max_entries:>7,}: {res['rows_per_s']:>10,.0f}"
               f" rows/s  ratio {res['rows_per_s'] / base:.2f}  end to end: query start to "
@@ -521,7 +524,8 @@ def bench_reader(r: redis.Redis, port: int, n: int) -> None:
           f"(goal >= 0.8); first query of the application "
           f"{small['warmup_seconds'] / floor['warmup_seconds']:.2f} (goal <= 1.3); "
           f"reader / plain loop {small['rows_per_s'] / base:.2f}")
-    FIGURES.update(base_rows_per_s=base, base_cpu_us=base_cpu, reader=small, floor=floor,
+    FIGURES.update(base_rows_per_s=base, base_cpu_us=base_cpu, base_slowest_ms=base_slow[0],
+                   reader=small, floor=floor,
                    reader_500k=results[500_000])
     small, big = results[100_000], results[500_000]
     print(f"worker peak RSS 500k / 100k: {big['worker_peak_rss_mb']:.0f} / "
@@ -554,6 +558,7 @@ def bench_cluster(r: redis.Redis, port: int, n: int, work: Path) -> None:
         for label in urls:
             res = reader_subprocess(urls[label], ",".join(names), "spark-c", 100_000)
             assert res["rows"] == n // len(names) * len(names), res
+            FIGURES[f"cluster_reader_{label}"] = res
             print(f"reader    {label:<8}: {res['rows_per_s']:>10,.0f} rows/s end to end, "
                   f"{res['batch_rows_per_s']:>10,.0f} in batches ({res['batches']} batches)")
         table = sink_rows(n)
@@ -567,6 +572,7 @@ def bench_cluster(r: redis.Redis, port: int, n: int, work: Path) -> None:
         pq.write_table(table.slice(0, WARMUP_ENTRIES), warmup / "part-0.parquet")
         for label in urls:
             res = sink_subprocess(urls[label], src, warmup, "-", True)
+            FIGURES[f"cluster_sink_{label}"] = res
             print(f"sink      {label:<8}: {res['rows_per_s']:>10,.0f} rows/s (idempotent, rows "
                   f"routed by a stream column over {len(names)} streams)")
     finally:
