@@ -176,6 +176,32 @@ def test_latest_offset_returns_start_itself_when_nothing_is_new(redis_server, na
     reader.stop()
 
 
+def test_a_query_starting_with_nothing_to_read_runs_one_empty_warm_up_batch(redis_server,
+                                                                           names):
+    """Its tasks read nothing (they start the Python workers before the first entries come);
+    later calls with nothing new return their start; AvailableNow never gets a warm-up."""
+    r = redis_server.client()
+    r.xgroup_create(names["stream"], names["group"], "$", mkstream=True)
+    reader = _reader(redis_server.url, names, numPartitions="3")
+    start = reader.initialOffset()
+    warm = reader.latestOffset(start, ReadMaxRows(100))
+    assert warm != start and warm["seq"] == 1 and warm["streams"] == {}
+    parts = reader.partitions(start, warm)
+    assert len(parts) == 3 and all(list(reader.read(p)) == [] for p in parts)
+    reader.commit(warm)
+    assert reader.latestOffset(warm, ReadMaxRows(100)) is warm
+    ids = produce(r, names["stream"], 5)
+    end = reader.latestOffset(warm, ReadMaxRows(100))
+    assert sorted(_rows(reader, warm, end)) == sorted(ids)
+    reader.stop()
+
+    once = _reader(redis_server.url, names, consumer="another")
+    first = once.initialOffset()
+    once.prepareForTriggerAvailableNow()
+    assert once.latestOffset(first, ReadMaxRows(100)) is first
+    once.stop()
+
+
 def test_committed_batch_whose_ack_was_lost_is_acked_by_the_next_driver(redis_server, names):
     """The driver dies after Spark committed batches 1 and 2 but before batch 1 was acked:
     the next driver acks batch 1 from its plan instead of letting it come back as duplicates."""
@@ -240,27 +266,31 @@ def test_committed_chunks_are_acked_by_their_claimed_ids_with_fallbacks(own_redi
     assert pending(r, names["stream"], names["group"]) == 0
 
 
-def test_a_claim_cut_short_before_its_record_is_recovered(redis_server, names):
+@pytest.mark.parametrize("shape", ["plain", "tagged"])
+def test_a_claim_cut_short_before_its_record_is_recovered(redis_server, names, shape):
     """A claim is three steps (intent, the driver's own XREADGROUP, record). A driver killed
     after the XREADGROUP leaves its entries in the consumer's PEL only: the next driver's
-    first batch delivers exactly those, at once (no claimMinIdleMs wait)."""
+    first batch delivers exactly those, at once (no claimMinIdleMs wait). Also for a stream
+    name with a hash tag, braces and colons."""
     from spark_eventbus.redisio.scripts import run_script
 
+    stream = names["stream"] if shape == "plain" else "{" + names["stream"] + "}:b{x}:c"
+    group = names["group"]
     r = redis_server.client()
-    ids = produce(r, names["stream"], 3_000)
-    first = _reader(redis_server.url, names, maxEntriesPerTrigger="1000")
+    ids = produce(r, stream, 3_000)
+    first = driver_reader(redis_server.url, stream, group, maxEntriesPerTrigger="1000")
     start = first.initialOffset()
-    ops = first.ops[names["stream"]]
+    ops = first.ops[stream]
     status = run_script(ops.redis, "claim", [ops.stream, ops.plan_key],
                         [ops.group, ops.consumer, 1000, start["run"], "1", "", "fail"])
     assert status[0] == b"read"
     r.xreadgroup(ops.group, ops.consumer, {ops.stream: ">"}, count=1000)  # ... then killed
     first.stop()
-    assert pending(r, names["stream"], names["group"]) == 1000
+    assert pending(r, stream, group) == 1000
 
-    second = _reader(redis_server.url, names, maxEntriesPerTrigger="1000")
+    second = driver_reader(redis_server.url, stream, group, maxEntriesPerTrigger="1000")
     end1 = second.latestOffset(start, ReadMaxRows(1000))
-    batch = BatchOffset.from_json(end1).streams[names["stream"]]
+    batch = BatchOffset.from_json(end1).streams[stream]
     assert batch.count == 1000 and {d for _, d in batch.reclaimed} == {1}
     rows = [b for p in second.partitions(start, end1) for b in second.read(p)]
     assert sorted(i for b in rows for i in b.column("id").to_pylist()) == sorted(ids[:1000])
