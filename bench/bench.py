@@ -95,18 +95,26 @@ def redis_cpu(r: redis.Redis) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
-def baseline(r: redis.Redis, n: int, group: str = "baseline") -> float:
-    """A plain redis-py consumer loop: XREADGROUP COUNT 1000 + batched XACK."""
+def baseline(r: redis.Redis, n: int, group: str = "baseline", ack_lag: int = 0) -> float:
+    """A plain redis-py consumer loop: XREADGROUP COUNT 1000 + batched XACK. ``ack_lag``: ack
+    each read only once that many newer entries are read (a PEL as large as a batch in
+    flight)."""
     r.xgroup_create(STREAM, group, "0")
     got = 0
+    unacked: list[bytes] = []
     start = time.perf_counter()
     while got < n:
         reply = r.xreadgroup(group, "c1", {STREAM: ">"}, count=1000)
         if not reply:
             break
         entries = reply[0][1]
-        r.xack(STREAM, group, *[entry_id for entry_id, _ in entries])
+        unacked += [entry_id for entry_id, _ in entries]
+        while len(unacked) > ack_lag:
+            r.xack(STREAM, group, *unacked[:1000])
+            del unacked[:1000]
         got += len(entries)
+    for k in range(0, len(unacked), 1000):
+        r.xack(STREAM, group, *unacked[k:k + 1000])
     elapsed = time.perf_counter() - start
     assert got == n, got
     return n / elapsed
@@ -488,9 +496,18 @@ def bench_reader(r: redis.Redis, port: int, n: int) -> None:
         runs.append(((redis_cpu(r) - cpu0) / n * 1e6, rate))
     base_cpu, base = sorted(runs)[1]
     base_slow = slowest_command(r)
+    lagged = {}
+    for lag in (100_000, 500_000):  # the PEL of a batch in flight and one pre-claimed
+        cpu0 = redis_cpu(r)
+        baseline(r, n, f"baseline-lag-{lag}", ack_lag=lag)
+        lagged[lag] = (redis_cpu(r) - cpu0) / n * 1e6
+    FIGURES["base_cpu_us_ack_lag"] = lagged
     print(f"baseline  redis-py XREADGROUP COUNT 1000 + XACK: {base:>10,.0f} rows/s  "
           f"Redis CPU {base_cpu:.2f} us/entry  "
           f"(longest Redis command {base_slow[0]:.1f} ms: {base_slow[1]})")
+    print("          the same loop acking each read only after 100,000 / 500,000 newer entries "
+          f"(a PEL as large as batches in flight): Redis CPU {lagged[100_000]:.2f} / "
+          f"{lagged[500_000]:.2f} us/entry", flush=True)
 
     results = {}
     for max_entries in (100_000, 500_000):
