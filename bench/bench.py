@@ -347,6 +347,7 @@ def _xrange_all(r: redis.Redis, stream: str) -> Any:
 
 
 def sub_driver(*args: str) -> Any:
+    """Run ``bench.py <args>`` as a driver process of its own; the JSON its last line prints."""
     out = subprocess.run([sys.executable, __file__, *args], capture_output=True, timeout=3600)
     if out.returncode != 0:
         raise SystemExit(out.stderr.decode()[-4000:])
@@ -421,11 +422,7 @@ def run_sink(url: str, src: str, warmup_src: str, stream: str, idempotent: bool
 
 def sink_subprocess(url: str, src: Path, warmup: Path, stream: str, idempotent: bool
                     ) -> dict[str, float]:
-    out = subprocess.run([sys.executable, __file__, "sink", url, str(src), str(warmup),
-                          stream, str(idempotent)], capture_output=True, timeout=3600)
-    if out.returncode != 0:
-        raise SystemExit(out.stderr.decode()[-4000:])
-    return json.loads(out.stdout.decode().strip().splitlines()[-1])
+    return sub_driver("sink", url, str(src), str(warmup), stream, str(idempotent))
 
 
 def bench_sink(r: redis.Redis, port: int, n: int, work: Path) -> None:
@@ -471,11 +468,7 @@ def bench_sink(r: redis.Redis, port: int, n: int, work: Path) -> None:
 
 def reader_subprocess(url: str, streams: str, group: str, max_entries: int,
                       source: str = "eventbus") -> dict[str, float]:
-    out = subprocess.run([sys.executable, __file__, "reader", url, streams, group,
-                          str(max_entries), source], capture_output=True, timeout=3600)
-    if out.returncode != 0:
-        raise SystemExit(out.stderr.decode()[-4000:])
-    return json.loads(out.stdout.decode().strip().splitlines()[-1])
+    return sub_driver("reader", url, streams, group, str(max_entries), source)
 
 
 def bench_reader(r: redis.Redis, port: int, n: int) -> None:

@@ -25,7 +25,7 @@ end
 -- was claimed for a batch Spark may not have logged yet (crash residue, or the next batch
 -- pre-claimed while the current one runs). A plan of another run (checkpoint) is replaced.
 -- plan.claiming, when set, is a claim in progress: {after = the group's last-delivered-id when
--- it began, count = its XREADGROUP COUNT} (claim.lua / claim_record.lua).
+-- it began} (claim.lua / claim_record.lua).
 local PLAN_TTL_MS = 7 * 24 * 3600 * 1000
 local function load_plan(key, run, seq)
   local raw = redis.call('HGET', key, seq)

@@ -1,4 +1,4 @@
--- Begin a claim of up to COUNT new entries for this consumer. The client then runs the
+-- Begin a claim of new entries for this consumer. The client then runs the
 -- XREADGROUP ... > itself (the entries cross the network once, as raw RESP, and Redis converts
 -- nothing to Lua) and records the chunk it got with claim_record.lua. Here: report entries
 -- deleted or trimmed before the group read them, and write the claim's intent into the plan of
@@ -7,8 +7,8 @@
 -- consumer's PEL (resolve_intent in _lib.lua).
 --
 -- KEYS[1] stream, KEYS[2] plan key
--- ARGV[1] group, ARGV[2] consumer, ARGV[3] count, ARGV[4] run, ARGV[5] seq,
--- ARGV[6] stop after this ID ('' = no bound; Trigger.AvailableNow), ARGV[7] 'fail' | 'skip'
+-- ARGV[1] group, ARGV[2] consumer, ARGV[3] run, ARGV[4] seq,
+-- ARGV[5] stop after this ID ('' = no bound; Trigger.AvailableNow), ARGV[6] 'fail' | 'skip'
 -- Returns {status, lost_after, lost_before, lost_count}; status is read (run the XREADGROUP now),
 -- empty, done, loss or nogroup. lost_* describe entries deleted or trimmed before the group
 -- read them: IDs after lost_after and before lost_before ('' = unknown, '(' prefix = up to and
@@ -48,10 +48,10 @@ if added and (not first_entry or idcmp(first_entry, delivered) > 0) then
     end
   end
 end
-if lost_after ~= '' and ARGV[7] == 'fail' then
+if lost_after ~= '' and ARGV[6] == 'fail' then
   return {'loss', lost_after, lost_before, lost_count}
 end
-if ARGV[6] ~= '' and idcmp(delivered, ARGV[6]) >= 0 then
+if ARGV[5] ~= '' and idcmp(delivered, ARGV[5]) >= 0 then
   return {'done', lost_after, lost_before, lost_count}
 end
 
@@ -66,10 +66,8 @@ if not last_entry or idcmp(last_entry, delivered) <= 0 then
   return {'empty', lost_after, lost_before, lost_count}
 end
 
-local plan = load_plan(plan_key, ARGV[4], ARGV[5])
-if type(plan.claiming) == 'table' then
-  resolve_intent(stream, group, consumer, plan_key, plan, '+')
-end
-plan.claiming = {after = delivered, count = tonumber(ARGV[3])}
+local plan = load_plan(plan_key, ARGV[3], ARGV[4])
+resolve_intent(stream, group, consumer, plan_key, plan, '+')  -- one left by a claim cut short
+plan.claiming = {after = delivered}
 save_plan(plan_key, plan)
 return {'read', lost_after, lost_before, lost_count}

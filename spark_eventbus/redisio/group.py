@@ -100,9 +100,7 @@ class ConsumerOps:
         self.cache_ack_ids = cache_ack_ids
         self._ack_ids: dict[ClaimedRange, bytes] = {}  # claimed chunk -> its IDs, RESP bulk strings
         self._ack_ids_bytes = 0
-        stream_b, group_b = stream.encode(), group.encode()
-        self._xack_args = (b"$%d\r\n%s\r\n$%d\r\n%s\r\n"
-                           % (len(stream_b), stream_b, len(group_b), group_b))
+        self._xack_args = resp_bulk([stream.encode(), group.encode()])
 
     @contextmanager
     def _errors(self, what: str) -> Iterator[None]:
@@ -199,7 +197,7 @@ class ConsumerOps:
         """
         with self._errors("claiming new entries"):
             res = run_script(self.redis, "claim", [self.stream, self.plan_key],
-                             [self.group, self.consumer, count, run, str(seq), stop_after or "",
+                             [self.group, self.consumer, run, str(seq), stop_after or "",
                               "fail" if fail_on_loss else "skip"])
             status, lost_after, lost_before, lost_count = (text(x) for x in res)
             chunk = None
