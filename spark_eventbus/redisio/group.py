@@ -301,9 +301,19 @@ class ConsumerOps:
             return text(self.redis.xinfo_stream(self.stream)["last-generated-id"])
 
     def stats(self) -> GroupStats:
-        """Lag and pending of the group (``XINFO GROUPS``); ``None`` where Redis does not know."""
+        """Lag and pending of the group (``XINFO GROUPS``); ``None`` where Redis does not know.
+
+        Progress only: a stream deleted or replaced since the last claim gives unknowns here,
+        and the next claim stops the query with the error that names what happened.
+        """
         with self._errors("reading group info"):
-            for g in self.redis.xinfo_groups(self.stream):
+            try:
+                groups = self.redis.xinfo_groups(self.stream)
+            except ResponseError as exc:
+                if str(exc).startswith(("no such key", "WRONGTYPE")):
+                    return GroupStats(None, None, None)
+                raise
+            for g in groups:
                 if text(g["name"]) == self.group:
                     lag = g.get("lag")
                     return GroupStats(int(g["pending"]), None if lag is None else int(lag),

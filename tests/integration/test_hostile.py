@@ -178,3 +178,24 @@ def test_the_stream_or_group_removed_mid_query_stops_with_a_clear_error(
     assert expected in text, text[-2000:]
     if change != "replaced by a string":  # how to resume without loss or a silent skip
         assert "XGROUP CREATE <stream> <group> <id>" in text
+
+
+@pytest.mark.parametrize("change", ["stream deleted", "replaced by a string"])
+def test_progress_of_a_stream_removed_since_the_last_claim_is_unknown_not_an_error(
+        redis_server, change):
+    # Spark asks for progress (reportLatestOffset) right after latestOffset, which may have
+    # claimed in the background before the stream went away: progress must not end the query
+    # with a bare "no such key"; the next claim ends it with the error that names the change.
+    from spark_eventbus.redisio import ConnectionSpec, ConsumerOps
+
+    r = redis_server.client()
+    stream = _name()
+    produce(r, stream, 3)
+    ops = ConsumerOps(ConnectionSpec(redis_server.url), stream, "g", "c")
+    ops.ensure_group("earliest")
+    assert ops.stats().pending == 0
+    r.delete(stream)
+    if change == "replaced by a string":
+        r.set(stream, "not a stream")
+    stats = ops.stats()
+    assert (stats.pending, stats.lag, stats.last_delivered) == (None, None, None)
