@@ -424,48 +424,73 @@ def _encode_fields_map(plan: EncodingPlan, rb: pa.RecordBatch,
                        stream_values: list[str | None] | None, default_stream: str | None,
                        max_payload_bytes: int, first_row: int, rejects: dict[int, Reject]
                        ) -> tuple[list[tuple[str, Run]], list[Reject]]:
+    """The ``fields`` map column: each row's map is its entry. Checks are vectorised; rows
+    next to each other with the same target and the same field names make one run."""
     assert plan.fields_column is not None
     col = rb.column(FIELDS_COLUMN)
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
     values, _ = _encode_column(col.items, plan.fields_column.kind)
+    offsets = col.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    lo, hi = offsets[:-1], offsets[1:]
+
+    def per_row(item_values: np.ndarray) -> np.ndarray:  # per-item values summed per row
+        cum = np.concatenate([[0], np.cumsum(item_values, dtype=np.int64)])
+        return cum[hi] - cum[lo]
+
+    key_lengths = _lengths(col.keys)
+    sizes = per_row(key_lengths) + per_row(_lengths(values))
+    valid = col.is_valid().to_numpy(zero_copy_only=False)
+    empty_key = per_row(key_lengths == 0) > 0
+    null_value = per_row(values.is_null().to_numpy(zero_copy_only=False)) > 0
+    bad = ~valid | (hi == lo) | empty_key | null_value | (sizes > max_payload_bytes)
+    if rejects:
+        bad[list(rejects)] = True
     keys = col.keys.to_pylist()
     vals = values.to_pylist()
-    offsets = col.offsets.to_pylist()
-    key_len = np.concatenate([[0], np.cumsum(_lengths(col.keys))])
-    val_len = np.concatenate([[0], np.cumsum(_lengths(values))])
-    valid = col.is_valid().to_numpy(zero_copy_only=False)
+
+    for i in np.flatnonzero(bad).tolist():
+        pairs = list(zip(keys[lo[i]:hi[i]], vals[lo[i]:hi[i]], strict=True)) if valid[i] else []
+        if i not in rejects:
+            if not valid[i]:
+                rule, reason = "no fields", "the 'fields' map is null: an entry needs a field"
+            elif not pairs:
+                rule, reason = "no fields", "the 'fields' map is empty: an entry needs a field"
+            elif empty_key[i]:
+                rule, reason = ("empty field name", "the 'fields' map has an empty key: field "
+                                                    "names must be non-empty")
+            elif null_value[i]:
+                name = next(k for k, v in pairs if v is None)
+                rule, reason = "null field", f"fields[{name!r}] is null: Redis has no null value"
+            else:
+                rule, reason = "maxPayloadBytes", (
+                    f"entry of {int(sizes[i]):,} bytes is over "
+                    f"maxPayloadBytes={max_payload_bytes:,} (field names + values)")
+            rejects[i] = Reject(first_row + i, rule, reason, FIELDS_COLUMN,
+                                _target(stream_values, default_stream, i))
+        rejects[i].fields = [(k, v) for k, v in pairs if k and v is not None]
+
     runs: list[tuple[str, Run]] = []
-    for i in range(rb.num_rows):
-        lo, hi = offsets[i], offsets[i + 1]
+
+    def close(first: int, last: int, stream: str, names: tuple[str, ...]) -> None:
+        k, a, b = len(names), int(lo[first]), int(hi[last])  # rows first..last, items a..b
+        runs.append((stream, Run(names, [vals[a + j:b:k] for j in range(k)], last - first + 1,
+                                 sizes[first:last + 1])))
+
+    run_start = prev = -1
+    run_stream = ""
+    run_names: tuple[str, ...] = ()
+    for i in np.flatnonzero(~bad).tolist():
         stream = _target(stream_values, default_stream, i)
-        pairs = list(zip(keys[lo:hi], vals[lo:hi], strict=True)) if valid[i] else []
-        size = int(key_len[hi] - key_len[lo] + val_len[hi] - val_len[lo])
-        rule = reason = ""
-        if i in rejects:
-            pass
-        elif not valid[i]:
-            rule, reason = "no fields", "the 'fields' map is null: an entry needs a field"
-        elif hi == lo:
-            rule, reason = "no fields", "the 'fields' map is empty: an entry needs a field"
-        elif any(k == "" for k, _ in pairs):
-            rule, reason = ("empty field name",
-                            "the 'fields' map has an empty key: field names must be non-empty")
-        elif any(v is None for _, v in pairs):
-            bad = next(k for k, v in pairs if v is None)
-            rule, reason = "null field", f"fields[{bad!r}] is null: Redis has no null value"
-        elif size > max_payload_bytes:
-            rule, reason = "maxPayloadBytes", (
-                f"entry of {size:,} bytes is over maxPayloadBytes={max_payload_bytes:,} "
-                "(field names + values)")
-        if i in rejects or reason:
-            rej = rejects.get(i) or Reject(first_row + i, rule, reason, FIELDS_COLUMN, stream)
-            rej.fields = [(k, v) for k, v in pairs if k and v is not None]
-            rejects[i] = rej
-            continue
         assert stream is not None
-        runs.append((stream, Run(tuple(k for k, _ in pairs), [[v] for _, v in pairs], 1,
-                                 np.array([size], dtype=np.int64))))
+        names = tuple(keys[lo[i]:hi[i]])
+        if i != prev + 1 or stream != run_stream or names != run_names:
+            if run_start >= 0:
+                close(run_start, prev, run_stream, run_names)
+            run_start, run_stream, run_names = i, stream, names
+        prev = i
+    if run_start >= 0:
+        close(run_start, prev, run_stream, run_names)
     return runs, sorted(rejects.values(), key=lambda r: r.row)
 
 

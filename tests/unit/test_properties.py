@@ -195,3 +195,55 @@ def test_the_sink_encoding_of_a_struct_reads_back_equal_with_value_schema(rows):
     expected = [{**r, "m": None if r["m"] is None else dict(r["m"])} for r in rows]
     got = [{**v, "m": None if v["m"] is None else dict(v["m"])} for v in back]
     assert got == expected
+
+
+# The sink's `fields` map mode against a row-by-row reading of its rules: every row is either
+# one entry of its target stream (its pairs, in order) or one reject with its rule; rows of a
+# stream keep their order, whatever runs the encoder groups them into. Sliced input included
+# (Spark hands Arrow batches that are slices of larger buffers).
+field_maps = st.none() | st.lists(
+    st.tuples(st.sampled_from(["a", "b", "", "ü{x}"]),
+              st.none() | st.sampled_from(["1", "", "zz" * 20])), max_size=3)
+
+
+def _fields_rule(pairs, size_limit):  # type: ignore[no-untyped-def]
+    if pairs is None or not pairs:
+        return "no fields"
+    if any(k == "" for k, _ in pairs):
+        return "empty field name"
+    if any(v is None for _, v in pairs):
+        return "null field"
+    if sum(len(k.encode()) + len(v.encode()) for k, v in pairs) > size_limit:
+        return "maxPayloadBytes"
+    return None
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(field_maps, st.sampled_from(["s1", "s2", None])), max_size=12),
+       st.integers(0, 2), st.sampled_from([20, 1 << 20]))
+def test_the_fields_map_encoding_keeps_every_row_once_in_order_per_stream(rows, cut, limit):
+    schema = T.StructType([T.StructField("stream", T.StringType()),
+                           T.StructField("fields", T.MapType(T.StringType(), T.StringType()))])
+    padded = [({"k": "v"}.items(), "s1")] * cut + rows
+    rb = pa.record_batch({
+        "stream": pa.array([s for _, s in padded], pa.string()),
+        "fields": pa.array([None if m is None else list(m) for m, _ in padded],
+                           pa.map_(pa.string(), pa.string()))}).slice(cut)
+    enc = encode_batch(plan_encoding(schema, stream_option=None), rb, default_stream=None,
+                       max_payload_bytes=limit)
+    want: dict[str, list[list[tuple[str, str]]]] = {}
+    want_rejects = []
+    for i, (pairs, stream) in enumerate(rows):
+        rule = "no target stream" if not stream else _fields_rule(pairs, limit)
+        if rule:
+            want_rejects.append((i, rule))
+        else:
+            want.setdefault(stream, []).append(list(pairs))
+    got: dict[str, list[list[tuple[str, str]]]] = {}
+    for stream, run in enc.runs:
+        assert len(run.sizes) == run.rows and all(len(c) == run.rows for c in run.columns)
+        for i in range(run.rows):
+            got.setdefault(stream, []).append(list(zip(run.names, (c[i] for c in run.columns),
+                                                       strict=True)))
+    assert got == want
+    assert [(r.row, r.rule) for r in enc.rejects] == want_rejects
