@@ -396,14 +396,20 @@ def sink_baseline(r: redis.Redis, table: pa.Table, stream: str) -> float:
     return len(keys) / (time.perf_counter() - start)
 
 
-def run_sink(url: str, src: str, warmup_src: str, stream: str, idempotent: bool
-             ) -> dict[str, float]:
+def run_sink(url: str, src: str, warmup_src: str, stream: str, idempotent: bool,
+             fields_map: bool = False) -> dict[str, float]:
     """Driver process of one sink measurement (``bench.py sink ...``). ``stream`` '-': the
-    rows carry a ``stream`` column."""
+    rows carry a ``stream`` column. ``fields_map``: the same fields as one ``fields`` map
+    column (what an eventbus -> eventbus query and the pipe job write)."""
+    from pyspark.sql import functions as F
+
     spark = _spark()
 
     def write(path: str, target: str) -> tuple[float, int]:
         df = spark.read.parquet(path)
+        if fields_map:
+            df = df.select(F.create_map(F.lit("key"), "key", F.lit("payload"), "payload")
+                           .alias("fields"))
         w = df.write.format("eventbus").option("url", url)
         if stream != "-":
             w = w.option("stream", target)
@@ -420,9 +426,10 @@ def run_sink(url: str, src: str, warmup_src: str, stream: str, idempotent: bool
             "partitions": parts, "worker_peak_rss_mb": peak.mb}
 
 
-def sink_subprocess(url: str, src: Path, warmup: Path, stream: str, idempotent: bool
-                    ) -> dict[str, float]:
-    return sub_driver("sink", url, str(src), str(warmup), stream, str(idempotent))
+def sink_subprocess(url: str, src: Path, warmup: Path, stream: str, idempotent: bool,
+                    fields_map: bool = False) -> dict[str, float]:
+    return sub_driver("sink", url, str(src), str(warmup), stream, str(idempotent),
+                      str(fields_map))
 
 
 def bench_sink(r: redis.Redis, port: int, n: int, work: Path) -> None:
@@ -444,16 +451,21 @@ def bench_sink(r: redis.Redis, port: int, n: int, work: Path) -> None:
           f"(longest Redis command {base_slow[0]:.1f} ms: {base_slow[1]})")
     del table
     results = {}
-    for idempotent in (True, False):
-        stream = f"bench:sink:{'idem' if idempotent else 'plain'}"
+    for idempotent, fields_map in ((True, False), (False, False), (True, True)):
+        label = "fields_map" if fields_map else ("idempotent" if idempotent else "plain")
+        stream = f"bench:sink:{label}"
         r.slowlog_reset()
-        res = sink_subprocess(f"redis://127.0.0.1:{port}/0", src, warmup, stream, idempotent)
+        res = sink_subprocess(f"redis://127.0.0.1:{port}/0", src, warmup, stream, idempotent,
+                              fields_map)
         slow = slowest_command(r)
         assert r.xlen(stream) == n, (stream, r.xlen(stream))
         res["slowest_ms"] = slow[0]
-        results[idempotent] = res
-        FIGURES[f"sink_{'idempotent' if idempotent else 'plain'}"] = res
-        print(f"sink      idempotent={str(idempotent).lower():<5}: {res['rows_per_s']:>10,.0f} "
+        FIGURES[f"sink_{label}"] = res
+        if not fields_map:
+            results[idempotent] = res
+        what = ("'fields' map column" if fields_map
+                else f"idempotent={str(idempotent).lower():<5}")
+        print(f"sink      {what}: {res['rows_per_s']:>10,.0f} "
               f"rows/s  ratio {res['rows_per_s'] / base:.2f}  ({res['seconds']:.1f} s, "
               f"{res['partitions']} tasks; longest Redis command {slow[0]:.1f} ms ({slow[1]}); "
               f"worker peak RSS {res['worker_peak_rss_mb']:.0f} MiB)")
@@ -601,8 +613,9 @@ def main() -> None:
         print(json.dumps(run_latency(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "sink":
-        url, src, warmup, stream, idem = sys.argv[2:7]
-        print(json.dumps(run_sink(url, src, warmup, stream, idem == "True")))
+        url, src, warmup, stream, idem, fields_map = sys.argv[2:8]
+        print(json.dumps(run_sink(url, src, warmup, stream, idem == "True",
+                                  fields_map == "True")))
         return
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -480,10 +480,11 @@ def _encode_fields_map(plan: EncodingPlan, rb: pa.RecordBatch,
     run_start = prev = -1
     run_stream = ""
     run_names: tuple[str, ...] = ()
+    starts, ends = lo.tolist(), hi.tolist()
     for i in np.flatnonzero(~bad).tolist():
-        stream = _target(stream_values, default_stream, i)
+        stream = default_stream if stream_values is None else stream_values[i]
         assert stream is not None
-        names = tuple(keys[lo[i]:hi[i]])
+        names = tuple(keys[starts[i]:ends[i]])
         if i != prev + 1 or stream != run_stream or names != run_names:
             if run_start >= 0:
                 close(run_start, prev, run_stream, run_names)
