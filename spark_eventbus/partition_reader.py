@@ -17,6 +17,7 @@ from .decoding import BatchBuilder, ValueParser, output_schema, parse_value_sche
 from .errors import DataLossError
 from .partitions import RangePartition, ReadSpec, SlicePartition
 from .redisio import Redis, client, redis_errors, xack, xrange_pages
+from .worker_gc import settle
 
 log = logging.getLogger("spark_eventbus")
 
@@ -39,6 +40,7 @@ def read_slice(part: SlicePartition) -> Iterator[pa.RecordBatch]:
     ``failOnDataLoss`` the task fails naming them; otherwise they are logged and acked (except
     with ``ackMode=none``) so no PEL residue is left.
     """
+    settle()
     spec, sl = part.spec, part.slice
     r = client(spec.conn, raw_entries=True)
     build = _builder(spec)
@@ -103,6 +105,7 @@ def _handle_missing(r: Redis, spec: ReadSpec, stream: str, missing: list[str]) -
 
 def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     """A batch read of ``XRANGE start end``, paged."""
+    settle()
     r = client(part.spec.conn, raw_entries=True)
     build = _builder(part.spec)
     with redis_errors(f"reading stream {part.stream!r}", part.spec.conn):

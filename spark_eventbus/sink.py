@@ -34,6 +34,7 @@ from .errors import ConfigError, EventBusError, UnwritableRowError
 from .keys import sink_marker_key, sink_registry_key
 from .options import SinkOptions
 from .redisio import client, redis_errors, run_script, stream_exists, text
+from .worker_gc import settle
 
 log = logging.getLogger("spark_eventbus")
 
@@ -77,6 +78,7 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
                     partition: int, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
     """Write one task's rows (executor side). Idempotent per (query, batch, partition) when
     ``opts.idempotent``: chunks are numbered per target stream in input order."""
+    settle()
     spec = opts.connection
     r = client(spec)
     chunker = Chunker(opts.chunk_size)

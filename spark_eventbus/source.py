@@ -14,6 +14,7 @@ from pyspark.sql.types import StructType
 from .decoding import output_schema, parse_value_schema
 from .encoding import EncodingPlan, plan_encoding
 from .options import SinkOptions, parse_reader_options, parse_sink_options
+from .worker_gc import settle
 
 
 class EventBusDataSource(DataSource):
@@ -32,6 +33,7 @@ class EventBusDataSource(DataSource):
     def schema(self) -> StructType:
         # Called when the DataFrame is created (load()): validate what both modes share now,
         # so a bad option fails there. Mode-specific rules run in reader()/streamReader().
+        settle()
         opts = parse_reader_options(self.options, streaming=False, warn=False)
         vs = parse_value_schema(opts.value_schema) if opts.value_schema else None
         return output_schema(vs, fields_binary=opts.fields_binary)
@@ -39,17 +41,20 @@ class EventBusDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         from .batch_reader import EventBusBatchReader
 
+        settle()
         return EventBusBatchReader(parse_reader_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from .stream_reader import EventBusStreamReader
 
+        settle()
         return EventBusStreamReader(parse_reader_options(self.options, streaming=True), schema)
 
     def _sink(self, schema: StructType) -> tuple[SinkOptions, EncodingPlan]:
         """Driver side, before any task: options, schema rules, target keys and Redis."""
         from .sink import check_targets
 
+        settle()
         opts = parse_sink_options(self.options)
         plan = plan_encoding(schema, stream_option=opts.stream)
         check_targets(opts)
