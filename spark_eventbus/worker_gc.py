@@ -7,12 +7,14 @@ every container object of the process: with pyspark, pyarrow and this package im
 ~90,000 objects, tens of milliseconds of CPU after every task, in every worker — CPU the next
 batch waits for on a small machine.
 
-:func:`settle` freezes, once per worker process, what is alive when the connector first runs
-there (imported modules, mostly): those objects move to the permanent generation, which
-collections skip. Objects are still freed by reference counting; only reference cycles among
-the frozen objects would outlive the process, and modules do not die before it does.
-Processes that are not Spark's Python workers (a user's driver, a notebook, a test) are left
-alone.
+:func:`settle`, called when a task or a per-batch call of the connector starts, freezes what
+is alive then (imported modules, mostly): those objects move to the permanent generation, which
+collections skip. It does so at the first :data:`FREEZES` calls in a worker process, because
+Spark's worker imports more lazily during its first tasks (pandas, ~37,000 objects more), and
+never later: the daemon has just collected the previous task's garbage when the next one
+starts, so what is frozen is the process's lasting state. Frozen objects are still freed by
+reference counting; only reference cycles among them would outlive the process. Processes that
+are not Spark's Python workers (a user's driver, a notebook, a test) are left alone.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from __future__ import annotations
 import gc
 import sys
 
-_settled = False
+FREEZES = 8
+_freezes_left = FREEZES
 
 
 def in_spark_worker() -> bool:
@@ -31,10 +34,13 @@ def in_spark_worker() -> bool:
 
 
 def settle() -> None:
-    """Freeze the worker's current objects out of the garbage collector's scans (once)."""
-    global _settled
-    if _settled:
+    """Freeze the worker's current objects out of the garbage collector's scans (the first
+    :data:`FREEZES` calls in a Spark worker process; nothing elsewhere)."""
+    global _freezes_left
+    if _freezes_left <= 0:
         return
-    _settled = True
-    if in_spark_worker():
-        gc.freeze()
+    _freezes_left -= 1
+    if not in_spark_worker():
+        _freezes_left = 0
+        return
+    gc.freeze()
