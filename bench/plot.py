@@ -24,6 +24,9 @@ def plot(figures: dict[str, Any], path: Path) -> None:
         bars += [("plain pipelined\nXADD", figures["sink_base_rows_per_s"], "#999999"),
                  ("sink\nidempotent", figures["sink_idempotent"]["rows_per_s"], "#2471a3"),
                  ("sink\nnot idempotent", figures["sink_plain"]["rows_per_s"], "#5dade2")]
+        if "sink_fields_map" in figures:
+            bars += [("sink, 'fields'\nmap column", figures["sink_fields_map"]["rows_per_s"],
+                      "#85c1e9")]
     left.bar(range(len(bars)), [b[1] / 1000 for b in bars], color=[b[2] for b in bars])
     left.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=7, rotation=30,
                     ha="right")
