@@ -445,9 +445,12 @@ def bench_sink(r: redis.Redis, port: int, n: int, work: Path) -> None:
     print(f"sink: {n:,} rows of ~{size} B (key + payload) in parquet")
 
     r.slowlog_reset()
+    cpu0 = redis_cpu(r)
     base = sink_baseline(r, table, "bench:sink:baseline")
+    base_cpu = (redis_cpu(r) - cpu0) / n * 1e6
     base_slow = slowest_command(r)
     print(f"baseline  redis-py pipelined XADD (1,000 per pipeline): {base:>10,.0f} rows/s  "
+          f"Redis CPU {base_cpu:.2f} us/entry  "
           f"(longest Redis command {base_slow[0]:.1f} ms: {base_slow[1]})")
     del table
     results = {}
@@ -455,8 +458,10 @@ def bench_sink(r: redis.Redis, port: int, n: int, work: Path) -> None:
         label = "fields_map" if fields_map else ("idempotent" if idempotent else "plain")
         stream = f"bench:sink:{label}"
         r.slowlog_reset()
+        cpu0 = redis_cpu(r)  # the warm-up write's 20,000 rows count too: a slight overstatement
         res = sink_subprocess(f"redis://127.0.0.1:{port}/0", src, warmup, stream, idempotent,
                               fields_map)
+        res["redis_cpu_us"] = (redis_cpu(r) - cpu0) / (n + WARMUP_ENTRIES) * 1e6
         slow = slowest_command(r)
         assert r.xlen(stream) == n, (stream, r.xlen(stream))
         res["slowest_ms"] = slow[0]
@@ -466,11 +471,14 @@ def bench_sink(r: redis.Redis, port: int, n: int, work: Path) -> None:
         what = ("'fields' map column" if fields_map
                 else f"idempotent={str(idempotent).lower():<5}")
         print(f"sink      {what}: {res['rows_per_s']:>10,.0f} "
-              f"rows/s  ratio {res['rows_per_s'] / base:.2f}  ({res['seconds']:.1f} s, "
+              f"rows/s  ratio {res['rows_per_s'] / base:.2f}  Redis CPU "
+              f"{res['redis_cpu_us']:.2f} us/entry = {res['redis_cpu_us'] / base_cpu:.2f}x  "
+              f"({res['seconds']:.1f} s, "
               f"{res['partitions']} tasks; longest Redis command {slow[0]:.1f} ms ({slow[1]}); "
               f"worker peak RSS {res['worker_peak_rss_mb']:.0f} MiB)")
     FIGURES["sink_base_rows_per_s"] = base
     FIGURES["sink_base_slowest_ms"] = base_slow[0]
+    FIGURES["sink_base_cpu_us"] = base_cpu
     on, off = results[True]["rows_per_s"], results[False]["rows_per_s"]
     print(f"cost of idempotency: {on:,.0f} vs {off:,.0f} rows/s = {on / off:.2f}x "
           f"({(1 - on / off) * 100:+.0f}% time saved without it)" if on > off else
