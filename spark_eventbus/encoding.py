@@ -448,9 +448,11 @@ def _encode_fields_map(plan: EncodingPlan, rb: pa.RecordBatch,
         bad[list(rejects)] = True
     keys = col.keys.to_pylist()
     vals = values.to_pylist()
+    starts, ends = lo.tolist(), hi.tolist()  # Python ints: the row loops below index with them
 
     for i in np.flatnonzero(bad).tolist():
-        pairs = list(zip(keys[lo[i]:hi[i]], vals[lo[i]:hi[i]], strict=True)) if valid[i] else []
+        pairs = (list(zip(keys[starts[i]:ends[i]], vals[starts[i]:ends[i]], strict=True))
+                 if valid[i] else [])
         if i not in rejects:
             if not valid[i]:
                 rule, reason = "no fields", "the 'fields' map is null: an entry needs a field"
@@ -473,16 +475,15 @@ def _encode_fields_map(plan: EncodingPlan, rb: pa.RecordBatch,
     runs: list[tuple[str, Run]] = []
 
     def close(first: int, last: int, stream: str, names: tuple[str, ...]) -> None:
-        k, a, b = len(names), int(lo[first]), int(hi[last])  # rows first..last, items a..b
+        k, a, b = len(names), starts[first], ends[last]  # rows first..last, items a..b
         runs.append((stream, Run(names, [vals[a + j:b:k] for j in range(k)], last - first + 1,
                                  sizes[first:last + 1])))
 
     run_start = prev = -1
     run_stream = ""
     run_names: tuple[str, ...] = ()
-    starts, ends = lo.tolist(), hi.tolist()
     for i in np.flatnonzero(~bad).tolist():
-        stream = default_stream if stream_values is None else stream_values[i]
+        stream = _target(stream_values, default_stream, i)
         assert stream is not None
         names = tuple(keys[starts[i]:ends[i]])
         if i != prev + 1 or stream != run_stream or names != run_names:
