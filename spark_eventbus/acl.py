@@ -29,9 +29,10 @@ ROLES: dict[str, tuple[str, ...]] = {
                          "hset", "hdel", "pexpire"),
     # spark.read: XRANGE of a range, nothing written.
     "batch-reader": (*_CONNECT, "type", "xrange", "xrevrange"),
-    # df.write / writeStream: sink_chunk.lua (XADD, trimming, markers), marker registry.
-    "sink": (*_CONNECT, *_SCRIPTS, "type", "xadd", "xtrim", "time", "sismember", "sadd",
-             "pexpire", "hset", "hgetall", "hdel", "unlink"),
+    # df.write / writeStream: a chunk as WATCH + MULTI/EXEC (XADD, trimming, markers), or
+    # sink_chunk.lua; the marker registry.
+    "sink": (*_CONNECT, *_SCRIPTS, "type", "xadd", "xtrim", "time", "sismember", "sadd", "srem",
+             "pexpire", "watch", "unwatch", "multi", "exec", "hset", "hgetall", "hdel", "unlink"),
     # foreachBatch(AckingBatchWriter): XACK, dead_letter.lua; across cluster slots the marked
     # steps of redisio/deadletter.py.
     "acking-writer": (*_CONNECT, *_SCRIPTS, "xack", "xpending", "xrange", "xadd", "sismember",

@@ -576,6 +576,42 @@ def chunk_args(chunk: WriteChunk) -> list[Any]:
     return args
 
 
+def _bulk(value: bytes) -> bytes:
+    return b"$%d\r\n%b\r\n" % (len(value), value)
+
+
+def _as_bytes(column: list[Any]) -> list[bytes]:
+    return [v if v.__class__ is bytes else str(v).encode() for v in column]
+
+
+def xadd_commands(chunk: WriteChunk) -> bytes:
+    """The chunk's rows as ``XADD <stream> * <name> <value> ...`` commands in RESP, one per
+    row, in order (what redis-py would send for each; the sink sends them in one
+    ``MULTI``/``EXEC``). One ``%`` format per row: the fixed parts of a run's rows (the
+    command, the stream, the field names) are in the template once."""
+    stream = chunk.stream.encode()
+    out: list[bytes] = []
+    for run in chunk.runs:
+        k = len(run.names)
+        fixed = b"*%d\r\n" % (3 + 2 * k) + _bulk(b"XADD") + _bulk(stream) + _bulk(b"*")
+        template = fixed.replace(b"%", b"%%") + b"".join(
+            _bulk(name.encode()).replace(b"%", b"%%") + b"$%d\r\n%b\r\n" for name in run.names)
+        flat: list[Any] = [None] * (2 * k * run.rows)
+        for j, col in enumerate(run.columns):
+            values = _as_bytes(col)
+            flat[2 * j::2 * k] = [len(v) for v in values]
+            flat[2 * j + 1::2 * k] = values
+        if k == 1:
+            out += [template % (flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
+        elif k == 2:
+            out += [template % (flat[i], flat[i + 1], flat[i + 2], flat[i + 3])
+                    for i in range(0, len(flat), 4)]
+        else:
+            step = 2 * k
+            out += [template % tuple(flat[i:i + step]) for i in range(0, len(flat), step)]
+    return b"".join(out)
+
+
 def dead_letter_run(reject: Reject, extra: list[tuple[str, str]]) -> Run:
     """A rejected row as a one-row run for the dead-letter stream."""
     pairs = [*reject.fields, ("dlq.reason", reject.reason)]

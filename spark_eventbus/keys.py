@@ -29,7 +29,7 @@ PREFIX = "eventbus"
 # Roles of derived keys (the README's key-layout table lists each).
 PLAN = "plan"  # hash: batch seq -> claim plan JSON, per (stream, group, consumer)
 LEASE = "lease"  # string: owner of a (stream, group, consumer), with a TTL
-SINK_MARKERS = "sink"  # set: '<partition>:<chunk>' written, per (stream, query, batch)
+SINK_MARKERS = "sink"  # set: '<partition>:<chunk>' written, per (stream, query, batch, task)
 SINK_REGISTRY = "sink-registry"  # hash: batch id -> marker keys of that batch, per query
 DLQ_MARKERS = "dlq"  # set: source IDs added to a dead-letter stream, not yet acked (cluster)
 REPLAY_MARKERS = "replay"  # set: dead-letter IDs added back to a stream, not yet deleted
@@ -100,9 +100,10 @@ def lease_key(stream: str, group: str, consumer: str) -> str:
     return derived_key(stream, LEASE, group, consumer)
 
 
-def sink_marker_key(stream: str, query: str, batch: str) -> str:
-    """Set of chunks of (``query``, ``batch``) already written to ``stream``."""
-    return derived_key(stream, SINK_MARKERS, query, batch)
+def sink_marker_key(stream: str, query: str, batch: str, partition: int) -> str:
+    """Set of chunks of (``query``, ``batch``, ``partition``) already written to ``stream``.
+    Per partition: only attempts of one task touch it, so a sink transaction may WATCH it."""
+    return derived_key(stream, SINK_MARKERS, query, batch, str(partition))
 
 
 def dead_letter_marker_key(dlq: str, source: str, group: str) -> str:

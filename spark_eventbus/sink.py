@@ -3,8 +3,10 @@
 Driver side: the writer objects check options, schema and target keys before any task runs,
 and after each batch commits prune the idempotency markers Spark no longer needs.
 Executor side: :func:`write_partition` encodes Arrow batches (:mod:`.encoding`), cuts them into
-chunks and writes each chunk with one Lua call (``lua/sink_chunk.lua``) that adds the entries
-and a marker ``<partition>:<chunk>`` to a set of this (query, batch) atomically. A replayed
+chunks and writes each chunk as one transaction (:func:`.redisio.add_chunk`: ``WATCH`` the
+marker set of this (stream, query, batch, partition), then ``MULTI``, the ``XADD``s, the marker
+``<partition>:<chunk>``, ``EXEC``), or, where that path cannot (a cluster slot on the move),
+one Lua call (``lua/sink_chunk.lua``) with the same marker. A replayed
 batch — task retry, speculative attempt, or the whole batch again after a driver crash — finds
 the markers of chunks already written and adds nothing twice.
 
@@ -29,11 +31,29 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from .encoding import Chunker, EncodingPlan, Reject, chunk_args, dead_letter_run, encode_batch
+from .encoding import (
+    Chunker,
+    EncodingPlan,
+    Reject,
+    WriteChunk,
+    chunk_args,
+    dead_letter_run,
+    encode_batch,
+    xadd_commands,
+)
 from .errors import ConfigError, EventBusError, UnwritableRowError
 from .keys import sink_marker_key, sink_registry_key
 from .options import SinkOptions
-from .redisio import client, redis_errors, run_script, stream_exists, text
+from .redisio import (
+    NO_TRIM,
+    Trim,
+    add_chunk,
+    client,
+    redis_errors,
+    run_script,
+    stream_exists,
+    text,
+)
 from .worker_gc import settle
 
 log = logging.getLogger("spark_eventbus")
@@ -63,6 +83,13 @@ def _dlq_extra(query: str, batch: str, partition: int) -> list[tuple[str, str]]:
             ("dlq.sink.partition", str(partition))]
 
 
+def _script_trim(trim: Trim) -> list[str]:
+    """``lua/sink_chunk.lua``'s trimming arguments."""
+    return [str(trim.max_len) if trim.max_len is not None else "", trim.min_id or "",
+            str(trim.min_age_ms) if trim.min_age_ms is not None else "",
+            "~" if trim.approximate else "="]
+
+
 def _reject_error(rejects: list[Reject], partition: int) -> UnwritableRowError:
     shown = "; ".join(
         f"row {r.row}" + (f" (column {r.column!r})" if r.column else "") + f": {r.reason}"
@@ -87,21 +114,25 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
     reasons: Counter[str] = Counter()
     markers: set[str] = set()
     replayed = rows = dead = 0
-    trim = [str(opts.max_len) if opts.max_len is not None else "", opts.min_id or "",
-            str(opts.min_age_ms) if opts.min_age_ms is not None else "",
-            "~" if opts.trim_approximate else "="]
-    no_trim = ["", "", "", "~"]
+    trim = Trim(opts.max_len, opts.min_id, opts.min_age_ms, opts.trim_approximate)
     extra = _dlq_extra(query, batch, partition)
 
-    def flush(chunk: Any) -> None:
+    def flush(chunk: WriteChunk) -> None:
         nonlocal replayed
-        key = sink_marker_key(chunk.stream, query, batch)
-        member = f"{partition}:{chunk.index}" if opts.idempotent else ""
+        key = sink_marker_key(chunk.stream, query, batch, partition)
+        marker = key if opts.idempotent else None
+        member = f"{partition}:{chunk.index}"
+        chunk_trim = NO_TRIM if chunk.stream == dlq else trim
         with redis_errors(f"writing {chunk.rows} entries to stream {chunk.stream!r}", spec):
-            added, skipped = run_script(
-                r, "sink_chunk", [chunk.stream, key],
-                [member, MARKER_TTL_MS, *(no_trim if chunk.stream == dlq else trim),
-                 *chunk_args(chunk)])
+            done = add_chunk(r, chunk.stream, xadd_commands(chunk), chunk.rows, marker, member,
+                             MARKER_TTL_MS, chunk_trim)
+            if done is None:  # a cluster slot on the move, or a lost WATCH: the script
+                added, skipped = run_script(
+                    r, "sink_chunk", [chunk.stream, key],
+                    [member if marker else "", MARKER_TTL_MS, *_script_trim(chunk_trim),
+                     *chunk_args(chunk)])
+            else:
+                added, skipped = done
         if opts.idempotent:
             markers.add(key)
         written[chunk.stream] += int(added)

@@ -5,6 +5,7 @@
 * :mod:`.boundary` — redis-py errors become :mod:`spark_eventbus.errors` here, and only here.
 * :mod:`.scripts` — the ``lua/*.lua`` scripts, loaded once by name, run with EVALSHA.
 * :mod:`.streams` — type checks, paged XRANGE, chunked XACK, packed commands.
+* :mod:`.produce` — a chunk of XADDs with its idempotency marker as one transaction.
 * :mod:`.group` — what one consumer of one group does on one stream (claims, plans, acks).
 """
 
@@ -14,12 +15,14 @@ from .boundary import GROUP_GONE_FIX, RedisError, ResponseError, redis_errors, t
 from .client import ConnectionSpec, Redis, client, is_cluster, new_client
 from .deadletter import dead_letter, replay_page
 from .group import ClaimResult, ConsumerOps, GroupStats, ReclaimResult
+from .produce import NO_TRIM, Trim, add_chunk
 from .scripts import run_script, script_text
 from .streams import ACK_CHUNK, key_type, stream_exists, text, xack, xrange_pages
 
 __all__ = [
     "ACK_CHUNK",
     "GROUP_GONE_FIX",
+    "NO_TRIM",
     "ClaimResult",
     "ConnectionSpec",
     "ConsumerOps",
@@ -28,6 +31,8 @@ __all__ = [
     "Redis",
     "RedisError",
     "ResponseError",
+    "Trim",
+    "add_chunk",
     "client",
     "dead_letter",
     "is_cluster",

@@ -67,7 +67,8 @@ def _all_keys(names: list[str]) -> dict[str, tuple[str, ...]]:
         for a, b in itertools.product(parts, repeat=2):
             add(plan_key(stream, a, b), ("plan", stream, a, b))
             add(lease_key(stream, a, b), ("lease", stream, a, b))
-            add(sink_marker_key(stream, a, b), ("sink", stream, a, b))
+            for task in (0, 1):
+                add(sink_marker_key(stream, a, b, task), ("sink", stream, a, b, str(task)))
     for query in names:
         add(sink_registry_key(query), ("registry", query))
     return out
@@ -75,19 +76,19 @@ def _all_keys(names: list[str]) -> dict[str, tuple[str, ...]]:
 
 def test_derived_keys_are_injective_over_tricky_names():
     keys = _all_keys(TRICKY)
-    assert len(keys) == 3 * len(TRICKY) * 12 * 12 + len(TRICKY)
+    assert len(keys) == 4 * len(TRICKY) * 12 * 12 + len(TRICKY)
 
 
 def test_every_derived_key_lives_in_its_streams_slot():
     for stream in TRICKY:
         for key in (plan_key(stream, "g", "c"), lease_key(stream, "g:1", "{c}"),
-                    sink_marker_key(stream, "q", "7")):
+                    sink_marker_key(stream, "q", "7", 3)):
             assert key_slot(key) == key_slot(stream), (stream, key)
 
 
 def test_streams_sharing_a_tag_get_distinct_keys_in_one_slot():
     routes = [f"{{acc}}:route:{i}" for i in range(3)]
-    markers = {sink_marker_key(s, "q", "0") for s in routes}
+    markers = {sink_marker_key(s, "q", "0", 0) for s in routes}
     plans = {plan_key(s, "g", "c") for s in routes}
     assert len(markers) == len(plans) == 3
     assert {key_slot(k) for k in markers | plans} == {key_slot("{acc}")}
@@ -96,7 +97,7 @@ def test_streams_sharing_a_tag_get_distinct_keys_in_one_slot():
 def test_keys_are_readable_for_plain_names():
     assert plan_key("orders", "billing", "spark-billing") == (
         "{orders}:eventbus:plan:orders:billing:spark-billing")
-    assert sink_marker_key("{t}:a", "q1", "3") == "{t}:eventbus:sink:%7Bt%7D%3Aa:q1:3"
+    assert sink_marker_key("{t}:a", "q1", "3", 1) == "{t}:eventbus:sink:%7Bt%7D%3Aa:q1:3:1"
     assert lease_key("a}b", "g", "c").startswith("{slot-")  # no tag can quote 'a}b'
 
 

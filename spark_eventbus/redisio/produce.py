@@ -1,0 +1,181 @@
+"""Adding one chunk of entries to a stream, at most once per marker, as a transaction.
+
+The sink's chunks arrive here as ``XADD`` commands already encoded as RESP
+(:func:`spark_eventbus.encoding.xadd_commands`). One chunk is two round trips on one
+connection of the node serving the stream:
+
+1. ``WATCH <marker>``, ``SISMEMBER <marker> <member>``, ``TYPE <stream>`` (and ``TIME`` when
+   trimming by age). A member already there: an earlier attempt wrote the chunk; nothing is
+   added.
+2. ``MULTI``, the ``XADD``s, trimming, ``SADD <marker> <member>``, ``PEXPIRE``, ``EXEC``.
+   ``EXEC`` runs all of it, or nothing when another attempt touched the marker since the
+   ``WATCH``; then 1 again.
+
+The marker set is per (stream, query, batch, partition), so only attempts of the same task
+(a retry, a speculative copy) ever touch it: a ``WATCH`` is only lost to the race it guards.
+Redis runs these commands as it runs any client's (no script interpreter in between), and
+the whole chunk is one ``EXEC``: the same atomicity as ``lua/sink_chunk.lua``, which stays
+the path for what this one does not cover (:func:`add_chunk` returns ``None``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from redis.cluster import RedisCluster
+
+from .client import Redis
+from .streams import resp_bulk, text
+
+# Retries of step 1-2 after a lost WATCH before the caller falls back to the script (only a
+# second attempt of the same task writing the same chunk at the same moment loses one).
+WATCH_ROUNDS = 8
+
+# Replies that mean "ask the cluster client": the slot moved or is moving, or the node is
+# not serving it for now. The script path follows MOVED/ASK and refreshes the topology.
+_REDIRECTS = (redis.exceptions.MovedError, redis.exceptions.AskError,
+              redis.exceptions.TryAgainError, redis.exceptions.ClusterDownError)
+
+_MULTI = b"*1\r\n$5\r\nMULTI\r\n"
+_EXEC = b"*1\r\n$4\r\nEXEC\r\n"
+_UNWATCH = b"*1\r\n$7\r\nUNWATCH\r\n"
+
+
+@dataclass(frozen=True)
+class Trim:
+    """How to trim the stream after adding (``XTRIM``); all ``None``: not at all."""
+
+    max_len: int | None = None
+    min_id: str | None = None
+    min_age_ms: int | None = None  # MINID = server time minus this age
+    approximate: bool = True
+
+
+NO_TRIM = Trim()
+
+
+def command(*args: bytes | str | int) -> bytes:
+    """One command as RESP."""
+    parts = [a if isinstance(a, bytes) else str(a).encode() for a in args]
+    return b"*%d\r\n" % len(parts) + resp_bulk(parts)
+
+
+class _Redirected(redis.ResponseError):
+    """The node does not serve the stream's slot now (cluster): use the cluster client."""
+
+
+def _trim_commands(stream: str, trim: Trim, server_ms: int | None) -> list[bytes]:
+    approx = "~" if trim.approximate else "="
+    out = []
+    if trim.max_len is not None:
+        out.append(command("XTRIM", stream, "MAXLEN", approx, trim.max_len))
+    min_id = trim.min_id
+    if trim.min_age_ms is not None and server_ms is not None:
+        cutoff = server_ms - trim.min_age_ms
+        min_id = f"{cutoff}-0" if cutoff > 0 else None
+    if min_id:
+        out.append(command("XTRIM", stream, "MINID", approx, min_id))
+    return out
+
+
+def _read(conn: Any) -> Any:
+    try:
+        return conn.read_response()
+    except _REDIRECTS as exc:
+        raise _Redirected(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _once(conn: Any, stream: str, xadds: bytes, count: int, marker: str | None, member: str,
+          ttl_ms: int, trim: Trim) -> tuple[int, bool] | None:
+    """Steps 1 and 2 once: (entries added, already written), or ``None`` when the WATCH was
+    lost. Raises what Redis refused."""
+    head = [command("TYPE", stream)]
+    if marker is not None:
+        head = [command("WATCH", marker), command("SISMEMBER", marker, member), *head]
+    if trim.min_age_ms is not None:
+        head.append(command("TIME"))
+    conn.send_packed_command(head)
+    replies = [_read(conn) for _ in head]
+    if marker is not None and int(replies[1]) == 1:
+        conn.send_packed_command([_UNWATCH])
+        conn.read_response()
+        return 0, True
+    kind = text(replies[2 if marker is not None else 0])
+    if kind not in ("stream", "none"):
+        # Checked here because EXEC has no rollback: a failed XADD would not stop the SADD.
+        raise redis.ResponseError(
+            f"WRONGTYPE the key {stream!r} holds a {kind}, not a stream")
+    server_ms = None
+    if trim.min_age_ms is not None:
+        secs, micros = replies[-1]
+        server_ms = int(secs) * 1000 + int(micros) // 1000
+    tail = _trim_commands(stream, trim, server_ms)
+    if marker is not None:
+        tail += [command("SADD", marker, member), command("PEXPIRE", marker, ttl_ms)]
+    conn.send_packed_command([_MULTI, xadds, *tail, _EXEC])
+    refused: list[BaseException] = []
+    for _ in range(1 + count + len(tail)):  # +OK, then +QUEUED or a refusal per command
+        try:
+            _read(conn)
+        except redis.ResponseError as exc:
+            refused.append(exc)
+    try:
+        result = _read(conn)
+    except redis.exceptions.ExecAbortError:
+        raise refused[0] if refused else redis.ResponseError("EXECABORT") from None
+    if refused:  # pragma: no cover - EXEC is refused whenever a queued command was
+        raise refused[0]
+    if result is None:
+        return None
+    failed = [r for r in result if isinstance(r, BaseException)]
+    if failed:
+        if marker is not None:  # the chunk was not (wholly) written: do not say it was
+            conn.send_packed_command([command("SREM", marker, member)])
+            conn.read_response()
+        raise failed[0]
+    return count, False
+
+
+def add_chunk(r: Redis, stream: str, xadds: bytes, count: int, marker: str | None,
+              member: str, ttl_ms: int, trim: Trim = NO_TRIM) -> tuple[int, bool] | None:
+    """Add ``count`` entries (``xadds``: that many ``XADD stream * ...`` in RESP) to
+    ``stream`` and, when ``marker`` is given, ``member`` to the set ``marker`` (in the
+    stream's slot), atomically, unless ``member`` is already there; then trim.
+
+    Returns (entries added, whether the marker said the chunk was already written), or
+    ``None`` when this path cannot do it — on a cluster, the slot moved or the node did not
+    answer; anywhere, the WATCH was lost ``WATCH_ROUNDS`` times — and the caller must run
+    the script (``lua/sink_chunk.lua``), which checks the same marker. On a single node,
+    connection errors are retried through the client's ``Retry``: with a marker that is
+    safe, as the retry first looks for the marker.
+    """
+    cluster = isinstance(r, RedisCluster)
+    node: redis.Redis | None = (r.get_node_from_key(stream).redis_connection
+                                if isinstance(r, RedisCluster) else r)
+    if node is None:
+        return None
+    pool = node.connection_pool
+    conn = pool.get_connection()
+
+    def attempt() -> tuple[int, bool] | None:
+        for _ in range(WATCH_ROUNDS):
+            done = _once(conn, stream, xadds, count, marker, member, ttl_ms, trim)
+            if done is not None:
+                return done
+        return None
+
+    try:
+        if cluster:
+            try:
+                return attempt()
+            except (_Redirected, redis.ConnectionError, redis.TimeoutError):
+                conn.disconnect()
+                return None
+        return conn.retry.call_with_retry(attempt, lambda _err: conn.disconnect())
+    except BaseException:
+        conn.disconnect()  # replies may be left unread, a WATCH may be set
+        raise
+    finally:
+        pool.release(conn)

@@ -1,0 +1,140 @@
+"""The sink's chunk transaction (``redisio.add_chunk``: WATCH the marker set, then MULTI, the
+XADDs, the marker, EXEC) against a real Redis: at most once per marker, also when another
+attempt of the same task writes the chunk between the check and the EXEC; a key that is no
+stream is refused with nothing marked; on a cluster, a slot that moved sends the chunk to the
+script path."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pytest
+import redis
+
+from spark_eventbus.encoding import Run, WriteChunk, xadd_commands
+from spark_eventbus.keys import key_slot, sink_marker_key
+from spark_eventbus.redisio import ConnectionSpec, Trim, add_chunk, new_client, run_script
+from spark_eventbus.redisio.produce import _once
+
+pytestmark = pytest.mark.integration
+
+
+def _chunk(stream: str, first: int, rows: int, index: int = 0) -> WriteChunk:
+    run = Run(("n", "payload"), [[str(first + i) for i in range(rows)],
+                                 [b"x%d" % i for i in range(rows)]], rows,
+              np.zeros(rows, dtype=np.int64))
+    return WriteChunk(stream, index, [run], rows)
+
+
+def _numbers(r: redis.Redis, stream: str) -> Counter[str]:
+    return Counter(f[b"n"].decode() for _, f in r.xrange(stream))
+
+
+def test_a_chunk_is_added_once_per_marker(redis_server, names):
+    r = redis_server.client()
+    stream = names["stream"]
+    marker = sink_marker_key(stream, "q", "0", 0)
+    chunk = _chunk(stream, 0, 500)
+    assert add_chunk(r, stream, xadd_commands(chunk), 500, marker, "0:0", 60_000) == (500, False)
+    assert add_chunk(r, stream, xadd_commands(chunk), 500, marker, "0:0", 60_000) == (0, True)
+    assert _numbers(r, stream) == Counter(str(i) for i in range(500))
+    assert r.smembers(marker) == {b"0:0"} and 0 < r.pttl(marker) <= 60_000
+    # Without a marker (idempotent=false) every call adds.
+    assert add_chunk(r, stream, xadd_commands(chunk), 500, None, "0:0", 60_000) == (500, False)
+    assert r.xlen(stream) == 1000
+    assert r.execute_command("CLIENT", "LIST").count(b"flags=x") == 0  # no MULTI left open
+
+
+def test_an_attempt_that_writes_the_chunk_between_the_check_and_the_exec_wins(redis_server,
+                                                                              names):
+    """A speculative copy of the task writes the same chunk after this attempt saw no marker
+    and before its EXEC: the WATCH makes Redis drop this EXEC, and the next round sees the
+    marker. Nothing is added twice."""
+    r = redis_server.client()
+    other = redis_server.client()
+    stream = names["stream"]
+    marker = sink_marker_key(stream, "q", "0", 1)
+    packed = xadd_commands(_chunk(stream, 0, 300))
+    conn = r.connection_pool.get_connection()
+    raced = []
+
+    class Interleaved:  # the real connection; the other attempt runs just before our MULTI
+        def __getattr__(self, name: str) -> Any:
+            return getattr(conn, name)
+
+        def send_packed_command(self, commands: list[bytes]) -> None:
+            if commands[0].startswith(b"*1\r\n$5\r\nMULTI") and not raced:
+                raced.append(add_chunk(other, stream, packed, 300, marker, "1:0", 60_000))
+            conn.send_packed_command(commands)
+
+    try:
+        attempt = Interleaved()
+        assert _once(attempt, stream, packed, 300, marker, "1:0", 60_000, Trim()) is None
+        assert _once(attempt, stream, packed, 300, marker, "1:0", 60_000, Trim()) == (0, True)
+    finally:
+        r.connection_pool.release(conn)
+    assert raced == [(300, False)]
+    assert _numbers(r, stream) == Counter(str(i) for i in range(300))  # each once
+
+
+def test_a_key_that_is_no_stream_is_refused_and_nothing_is_marked(redis_server, names):
+    r = redis_server.client()
+    stream = names["stream"]
+    r.set(stream, "not a stream")
+    marker = sink_marker_key(stream, "q", "0", 0)
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        add_chunk(r, stream, xadd_commands(_chunk(stream, 0, 10)), 10, marker, "0:0", 60_000)
+    assert r.exists(marker) == 0 and r.get(stream) == b"not a stream"
+    # The connection went back to the pool clean: the next chunk elsewhere works.
+    ok = names["stream"] + ":ok"
+    assert add_chunk(r, ok, xadd_commands(_chunk(ok, 0, 10)), 10, marker, "0:0",
+                     60_000) == (10, False)
+
+
+def test_trimming_in_the_transaction(redis_server, names):
+    r = redis_server.client()
+    stream = names["stream"]
+    for k in range(4):
+        chunk = _chunk(stream, 100 * k, 100, k)
+        add_chunk(r, stream, xadd_commands(chunk), 100, None, "", 0,
+                  Trim(max_len=150, approximate=False))
+    assert r.xlen(stream) == 150
+    assert int(r.xrange(stream)[0][1][b"n"]) == 250  # the newest kept
+    # Trimming by age: entries older than 1 hour (by the server's clock) go.
+    old = names["stream"] + ":old"
+    r.xadd(old, {"n": "ancient"}, id="1-0")
+    add_chunk(r, old, xadd_commands(_chunk(old, 0, 5)), 5, None, "", 0,
+              Trim(min_age_ms=3_600_000, approximate=False))
+    assert r.xlen(old) == 5 and b"ancient" not in {f[b"n"] for _, f in r.xrange(old)}
+
+
+def test_on_a_cluster_a_moved_slot_sends_the_chunk_to_the_script(redis_cluster):
+    """A client whose slot map is stale gets MOVED inside the transaction: ``add_chunk``
+    writes nothing and says so; the script through the cluster client (which follows MOVED)
+    then writes the chunk with the same marker, once."""
+    stream = f"tx{uuid.uuid4().hex[:6]}:orders"
+    spec = ConnectionSpec(redis_cluster.url)
+    stale = new_client(spec)
+    stale.ping(target_nodes=stale.get_primaries())
+    stale.get_node_from_key(stream)  # topology known before the move
+    owner = redis_cluster.node_of(stream)
+    target = next(n for n in redis_cluster.nodes if n is not owner)
+    redis_cluster.move_slot(key_slot(stream), target)
+    marker = sink_marker_key(stream, "q", "0", 0)
+    chunk = _chunk(stream, 0, 50)
+    assert add_chunk(stale, stream, xadd_commands(chunk), 50, marker, "0:0", 60_000) is None
+    r = redis_cluster.client()
+    assert r.exists(stream) == 0 and r.exists(marker) == 0
+    from spark_eventbus.encoding import chunk_args
+
+    added, skipped = run_script(stale, "sink_chunk", [stream, marker],
+                                ["0:0", 60_000, "", "", "", "~", *chunk_args(chunk)])
+    assert (added, skipped) == (50, 0)
+    # The marker both paths share: the transaction now finds it on the new owner.
+    assert add_chunk(stale, stream, xadd_commands(chunk), 50, marker, "0:0", 60_000) == (
+        0, True)
+    assert _numbers(r, stream) == Counter(str(i) for i in range(50))
+    stale.close()
