@@ -168,11 +168,16 @@ class Run:
     columns: list[list[Any]]  # one list per name, ``rows`` long; values are str or bytes
     rows: int
     sizes: np.ndarray  # bytes of each row's entry (names + values), for chunk byte limits
+    # The same values as Arrow string/binary arrays without nulls, when the encoder had them
+    # (the XADDs are then encoded by Arrow kernels instead of per row).
+    arrays: list[pa.Array] | None = None
 
     def split(self, at: int) -> tuple[Run, Run]:
-        return (Run(self.names, [c[:at] for c in self.columns], at, self.sizes[:at]),
+        arrays = self.arrays
+        return (Run(self.names, [c[:at] for c in self.columns], at, self.sizes[:at],
+                    None if arrays is None else [a.slice(0, at) for a in arrays]),
                 Run(self.names, [c[at:] for c in self.columns], self.rows - at,
-                    self.sizes[at:]))
+                    self.sizes[at:], None if arrays is None else [a.slice(at) for a in arrays]))
 
 
 @dataclass
@@ -381,7 +386,8 @@ def encode_batch(plan: EncodingPlan, rb: pa.RecordBatch, *, default_stream: str 
     runs = []
     for stream, rows in _route(stream_values, default_stream, ok):
         take = pa.array(rows) if len(rows) != n else None
-        values = [(a if take is None else a.take(take)).to_pylist() for a in encoded]
+        taken = [a if take is None else a.take(take) for a in encoded]
+        values = [a.to_pylist() for a in taken]
         pat, row_sizes = pattern[rows], sizes[rows]
         bounds = np.flatnonzero(np.diff(pat)) + 1
         starts = [0, *bounds.tolist()]
@@ -389,7 +395,8 @@ def encode_batch(plan: EncodingPlan, rb: pa.RecordBatch, *, default_stream: str 
         for s, e in zip(starts, ends, strict=True):
             keep = [j for j in range(len(names)) if present[j, rows[s]]]
             runs.append((stream, Run(tuple(names[j] for j in keep),
-                                     [values[j][s:e] for j in keep], e - s, row_sizes[s:e])))
+                                     [values[j][s:e] for j in keep], e - s, row_sizes[s:e],
+                                     [taken[j].slice(s, e - s) for j in keep])))
     return EncodedBatch(runs, sorted(rejects.values(), key=lambda r: r.row), n)
 
 
@@ -477,7 +484,8 @@ def _encode_fields_map(plan: EncodingPlan, rb: pa.RecordBatch,
     def close(first: int, last: int, stream: str, names: tuple[str, ...]) -> None:
         k, a, b = len(names), starts[first], ends[last]  # rows first..last, items a..b
         runs.append((stream, Run(names, [vals[a + j:b:k] for j in range(k)], last - first + 1,
-                                 sizes[first:last + 1])))
+                                 sizes[first:last + 1],
+                                 [values.take(np.arange(a + j, b, k)) for j in range(k)])))
 
     run_start = prev = -1
     run_stream = ""
@@ -584,6 +592,28 @@ def _as_bytes(column: list[Any]) -> list[bytes]:
     return [v if v.__class__ is bytes else str(v).encode() for v in column]
 
 
+_CRLF = pa.scalar(b"\r\n", pa.binary())
+_EMPTY = pa.scalar(b"", pa.binary())
+
+
+def _arrow_xadds(fixed: bytes, names: tuple[str, ...], arrays: list[pa.Array]) -> bytes:
+    """One ``XADD`` per row built by Arrow kernels: per field the name's bulk string, then
+    ``$<length>``, CRLF, the value, CRLF; joined row-wise, the rows are back to back in the
+    result's data buffer."""
+    pieces: list[Any] = []
+    before = fixed
+    for name, arr in zip(names, arrays, strict=True):
+        value = arr.cast(pa.binary())
+        length = pc.cast(pc.binary_length(value), pa.string()).cast(pa.binary())
+        pieces += [pa.scalar(before + _bulk(name.encode()) + b"$", pa.binary()), length, _CRLF,
+                   value]
+        before = b"\r\n"
+    rows = pc.binary_join_element_wise(*pieces, _CRLF, _EMPTY)
+    offsets = np.frombuffer(rows.buffers()[1], dtype=np.int32)
+    data = rows.buffers()[2]
+    return data[int(offsets[rows.offset]):int(offsets[rows.offset + len(rows)])].to_pybytes()
+
+
 def xadd_commands(chunk: WriteChunk) -> bytes:
     """The chunk's rows as ``XADD <stream> * <name> <value> ...`` commands in RESP, one per
     row, in order (what redis-py would send for each; the sink sends them in one
@@ -594,6 +624,9 @@ def xadd_commands(chunk: WriteChunk) -> bytes:
     for run in chunk.runs:
         k = len(run.names)
         fixed = b"*%d\r\n" % (3 + 2 * k) + _bulk(b"XADD") + _bulk(stream) + _bulk(b"*")
+        if run.arrays is not None:
+            out.append(_arrow_xadds(fixed, run.names, run.arrays))
+            continue
         template = fixed.replace(b"%", b"%%") + b"".join(
             _bulk(name.encode()).replace(b"%", b"%%") + b"$%d\r\n%b\r\n" for name in run.names)
         flat: list[Any] = [None] * (2 * k * run.rows)

@@ -190,3 +190,23 @@ def test_xadd_commands_are_what_redis_py_sends_for_each_row(stream, runs):
                                                      for v in pair)))
     chunk = WriteChunk(stream, 0, chunk_runs, len(expected))
     assert xadd_commands(chunk) == b"".join(Connection().pack_commands(expected))
+
+
+@settings(max_examples=150)
+@given(_text, st.lists(st.tuples(st.none() | _text, st.none() | st.binary(max_size=12)),
+                       min_size=1, max_size=30), st.integers(1, 7))
+def test_xadd_commands_of_encoded_arrow_rows_are_what_redis_py_sends(stream, rows, size):
+    """The same for runs the encoder made from Arrow columns (encoded by Arrow kernels, nulls
+    left out, cut into chunks of ``size`` rows)."""
+    rb = pa.record_batch({"t": pa.array([t for t, _ in rows], pa.string()),
+                          "b%": pa.array([b for _, b in rows], pa.binary())})
+    plan = plan_encoding(_schema(t=S, **{"b%": T.BinaryType()}), stream_option=stream)
+    enc = encode_batch(plan, rb, default_stream=stream, max_payload_bytes=1 << 20)
+    assert all(run.arrays is not None for _, run in enc.runs)
+    chunker = Chunker(size)
+    chunks = [c for s, run in enc.runs for c in chunker.add(s, run)] + list(chunker.flush())
+    expected = [("XADD", stream, "*", *(v for name, value in (("t", t), ("b%", b))
+                                        if value is not None for v in (name, value)))
+                for t, b in rows if t is not None or b is not None]
+    got = b"".join(xadd_commands(c) for c in chunks)
+    assert got == b"".join(Connection().pack_commands(expected))
