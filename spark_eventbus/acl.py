@@ -32,7 +32,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     # df.write / writeStream: a chunk as WATCH + MULTI/EXEC (XADD, trimming, markers), or
     # sink_chunk.lua; the marker registry.
     "sink": (*_CONNECT, *_SCRIPTS, "type", "xadd", "xtrim", "time", "sismember", "sadd", "srem",
-             "pexpire", "watch", "unwatch", "multi", "exec", "hset", "hgetall", "hdel", "unlink"),
+             "pexpire", "watch", "multi", "exec", "discard", "hset", "hgetall", "hdel", "unlink"),
     # foreachBatch(AckingBatchWriter): XACK, dead_letter.lua; across cluster slots the marked
     # steps of redisio/deadletter.py.
     "acking-writer": (*_CONNECT, *_SCRIPTS, "xack", "xpending", "xrange", "xadd", "sismember",

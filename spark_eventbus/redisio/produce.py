@@ -5,11 +5,11 @@ The sink's chunks arrive here as ``XADD`` commands already encoded as RESP
 connection of the node serving the stream:
 
 1. ``WATCH <marker>``, ``SISMEMBER <marker> <member>``, ``TYPE <stream>`` (and ``TIME`` when
-   trimming by age). A member already there: an earlier attempt wrote the chunk; nothing is
-   added.
-2. ``MULTI``, the ``XADD``s, trimming, ``SADD <marker> <member>``, ``PEXPIRE``, ``EXEC``.
-   ``EXEC`` runs all of it, or nothing when another attempt touched the marker since the
-   ``WATCH``; then 1 again.
+   trimming by age), ``MULTI``. A member already there: an earlier attempt wrote the chunk;
+   ``DISCARD``, nothing is added.
+2. The ``XADD``s, trimming, ``SADD <marker> <member>``, ``PEXPIRE``, ``EXEC``. ``EXEC`` runs
+   all of it, or nothing when another attempt touched the marker since the ``WATCH``; then 1
+   again.
 
 The marker set is per (stream, query, batch, partition), so only attempts of the same task
 (a retry, a speculative copy) ever touch it: a ``WATCH`` is only lost to the race it guards.
@@ -20,6 +20,7 @@ the path for what this one does not cover (:func:`add_chunk` returns ``None``).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,12 @@ from .streams import resp_bulk, text
 # second attempt of the same task writing the same chunk at the same moment loses one).
 WATCH_ROUNDS = 8
 
+log = logging.getLogger("spark_eventbus")
+
+# The commands only this path needs (ACL rules written before it existed lack them).
+TRANSACTION_COMMANDS = ("watch", "multi", "exec", "discard", "srem")
+_warned_noperm = False
+
 # Replies that mean "ask the cluster client": the slot moved or is moving, or the node is
 # not serving it for now. The script path follows MOVED/ASK and refreshes the topology.
 _REDIRECTS = (redis.exceptions.MovedError, redis.exceptions.AskError,
@@ -40,7 +47,7 @@ _REDIRECTS = (redis.exceptions.MovedError, redis.exceptions.AskError,
 
 _MULTI = b"*1\r\n$5\r\nMULTI\r\n"
 _EXEC = b"*1\r\n$4\r\nEXEC\r\n"
-_UNWATCH = b"*1\r\n$7\r\nUNWATCH\r\n"
+_DISCARD = b"*1\r\n$7\r\nDISCARD\r\n"
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,14 @@ class _Redirected(redis.ResponseError):
     """The node does not serve the stream's slot now (cluster): use the cluster client."""
 
 
+class _NotPermitted(redis.ResponseError):
+    """The ACL user may not run a transaction command: use the script."""
+
+
+def _refused_by_acl(exc: BaseException) -> bool:
+    return isinstance(exc, redis.exceptions.NoPermissionError) or str(exc).startswith("NOPERM")
+
+
 def _trim_commands(stream: str, trim: Trim, server_ms: int | None) -> list[bytes]:
     approx = "~" if trim.approximate else "="
     out = []
@@ -85,21 +100,28 @@ def _read(conn: Any) -> Any:
         return conn.read_response()
     except _REDIRECTS as exc:
         raise _Redirected(f"{type(exc).__name__}: {exc}") from exc
+    except redis.ResponseError as exc:
+        if _refused_by_acl(exc) and any(f"'{c}'" in str(exc).lower()
+                                        for c in TRANSACTION_COMMANDS):
+            raise _NotPermitted(str(exc)) from exc
+        raise
 
 
 def _once(conn: Any, stream: str, xadds: bytes, count: int, marker: str | None, member: str,
           ttl_ms: int, trim: Trim) -> tuple[int, bool] | None:
     """Steps 1 and 2 once: (entries added, already written), or ``None`` when the WATCH was
-    lost. Raises what Redis refused."""
+    lost. Raises what Redis refused. ``MULTI`` ends step 1, so that a refused ``MULTI`` (an
+    ACL rule without it) is seen before any ``XADD`` is sent."""
     head = [command("TYPE", stream)]
     if marker is not None:
         head = [command("WATCH", marker), command("SISMEMBER", marker, member), *head]
     if trim.min_age_ms is not None:
         head.append(command("TIME"))
-    conn.send_packed_command(head)
+    conn.send_packed_command([*head, _MULTI])
     replies = [_read(conn) for _ in head]
+    _read(conn)  # +OK of MULTI
     if marker is not None and int(replies[1]) == 1:
-        conn.send_packed_command([_UNWATCH])
+        conn.send_packed_command([_DISCARD])  # also drops the WATCH
         conn.read_response()
         return 0, True
     kind = text(replies[2 if marker is not None else 0])
@@ -114,13 +136,14 @@ def _once(conn: Any, stream: str, xadds: bytes, count: int, marker: str | None, 
     tail = _trim_commands(stream, trim, server_ms)
     if marker is not None:
         tail += [command("SADD", marker, member), command("PEXPIRE", marker, ttl_ms)]
-    conn.send_packed_command([_MULTI, xadds, *tail, _EXEC])
+    conn.send_packed_command([xadds, *tail, _EXEC])
     refused: list[BaseException] = []
-    for _ in range(1 + count + len(tail)):  # +OK, then +QUEUED or a refusal per command
+    for _ in range(count + len(tail)):  # +QUEUED or a refusal per command
         try:
             _read(conn)
         except redis.ResponseError as exc:
             refused.append(exc)
+    refused.sort(key=lambda e: not isinstance(e, _Redirected | _NotPermitted))
     try:
         result = _read(conn)
     except redis.exceptions.ExecAbortError:
@@ -146,7 +169,8 @@ def add_chunk(r: Redis, stream: str, xadds: bytes, count: int, marker: str | Non
 
     Returns (entries added, whether the marker said the chunk was already written), or
     ``None`` when this path cannot do it — on a cluster, the slot moved or the node did not
-    answer; anywhere, the WATCH was lost ``WATCH_ROUNDS`` times — and the caller must run
+    answer; anywhere, the WATCH was lost ``WATCH_ROUNDS`` times, or the ACL user may not run
+    ``TRANSACTION_COMMANDS`` (logged once per process) — and the caller must run
     the script (``lua/sink_chunk.lua``), which checks the same marker. On a single node,
     connection errors are retried through the client's ``Retry``: with a marker that is
     safe, as the retry first looks for the marker.
@@ -167,15 +191,31 @@ def add_chunk(r: Redis, stream: str, xadds: bytes, count: int, marker: str | Non
         return None
 
     try:
-        if cluster:
-            try:
-                return attempt()
-            except (_Redirected, redis.ConnectionError, redis.TimeoutError):
-                conn.disconnect()
-                return None
-        return conn.retry.call_with_retry(attempt, lambda _err: conn.disconnect())
+        try:
+            if cluster:
+                try:
+                    return attempt()
+                except (_Redirected, redis.ConnectionError, redis.TimeoutError):
+                    conn.disconnect()
+                    return None
+            return conn.retry.call_with_retry(attempt, lambda _err: conn.disconnect())
+        except _NotPermitted as exc:
+            conn.disconnect()
+            _warn_noperm(exc)
+            return None
     except BaseException:
         conn.disconnect()  # replies may be left unread, a WATCH may be set
         raise
     finally:
         pool.release(conn)
+
+
+def _warn_noperm(exc: BaseException) -> None:
+    global _warned_noperm
+    if not _warned_noperm:
+        _warned_noperm = True
+        log.warning(
+            "spark-eventbus sink: the Redis ACL user may not run a transaction (%s); chunks "
+            "are written by the Lua script instead, which costs Redis more per entry. Add %s "
+            "to the user's rule (`eventbus acl-rule --role sink` prints it).", exc,
+            " ".join(f"+{c}" for c in TRANSACTION_COMMANDS))

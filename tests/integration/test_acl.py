@@ -153,3 +153,31 @@ def test_a_missing_key_pattern_fails_at_query_start_naming_it(spark, redis_serve
         q.awaitTermination(120)
     assert "key pattern" in str(err.value) and "acl-rule" in str(err.value)
     assert q.lastProgress is None
+
+
+@pytest.mark.parametrize("drop", ["+watch", "+multi"])
+def test_a_sink_rule_without_transactions_writes_through_the_script(spark, redis_server, drop):
+    """A sink user whose rule predates the transaction path (no WATCH, or no MULTI): the
+    transaction is refused before any XADD is sent, and chunks go through the script —
+    every row once."""
+    import numpy as np
+
+    from spark_eventbus.encoding import Run, WriteChunk, xadd_commands
+    from spark_eventbus.keys import sink_marker_key
+    from spark_eventbus.redisio import ConnectionSpec, add_chunk, new_client
+
+    r = redis_server.client()
+    stream, _ = _names()
+    url = _user(r, redis_server, "sink", [stream], drop=drop)
+    limited = new_client(ConnectionSpec(url))
+    marker = sink_marker_key(stream, "q", "0", 0)
+    run = Run(("n",), [["a", "b", "c"]], 3, np.zeros(3, dtype=np.int64))
+    packed = xadd_commands(WriteChunk(stream, 0, [run], 3))
+    assert add_chunk(limited, stream, packed, 3, marker, "0:0", 60_000) is None
+    assert r.exists(stream) == 0 and r.exists(marker) == 0  # nothing ran outside a MULTI
+    limited.close()
+    spark.range(2500).repartition(2).select(F.col("id").cast("string").alias("n")) \
+        .write.format("eventbus").option("url", url).option("stream", stream) \
+        .mode("append").save()
+    got = Counter(f[b"n"].decode() for _, f in r.xrange(stream))
+    assert got == Counter(str(i) for i in range(2500))

@@ -61,12 +61,12 @@ def test_an_attempt_that_writes_the_chunk_between_the_check_and_the_exec_wins(re
     conn = r.connection_pool.get_connection()
     raced = []
 
-    class Interleaved:  # the real connection; the other attempt runs just before our MULTI
+    class Interleaved:  # the real connection; the other attempt runs just before our XADDs
         def __getattr__(self, name: str) -> Any:
             return getattr(conn, name)
 
         def send_packed_command(self, commands: list[bytes]) -> None:
-            if commands[0].startswith(b"*1\r\n$5\r\nMULTI") and not raced:
+            if commands[-1] == b"*1\r\n$4\r\nEXEC\r\n" and not raced:  # after the check
                 raced.append(add_chunk(other, stream, packed, 300, marker, "1:0", 60_000))
             conn.send_packed_command(commands)
 
