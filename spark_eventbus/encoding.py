@@ -617,8 +617,9 @@ def _arrow_xadds(fixed: bytes, names: tuple[str, ...], arrays: list[pa.Array]) -
 def xadd_commands(chunk: WriteChunk) -> bytes:
     """The chunk's rows as ``XADD <stream> * <name> <value> ...`` commands in RESP, one per
     row, in order (what redis-py would send for each; the sink sends them in one
-    ``MULTI``/``EXEC``). One ``%`` format per row: the fixed parts of a run's rows (the
-    command, the stream, the field names) are in the template once."""
+    ``MULTI``/``EXEC``). Runs that carry Arrow columns are encoded by Arrow kernels; the
+    others (dead letters) with one ``%`` format per row, the fixed parts of a run's rows (the
+    command, the stream, the field names) in the template once."""
     stream = chunk.stream.encode()
     out: list[bytes] = []
     for run in chunk.runs:

@@ -5,8 +5,9 @@ and after each batch commits prune the idempotency markers Spark no longer needs
 Executor side: :func:`write_partition` encodes Arrow batches (:mod:`.encoding`), cuts them into
 chunks and writes each chunk as one transaction (:func:`.redisio.add_chunk`: ``WATCH`` the
 marker set of this (stream, query, batch, partition), then ``MULTI``, the ``XADD``s, the marker
-``<partition>:<chunk>``, ``EXEC``), or, where that path cannot (a cluster slot on the move),
-one Lua call (``lua/sink_chunk.lua``) with the same marker. A replayed
+``<partition>:<chunk>``, ``EXEC``), or, where that path cannot (a cluster slot on the move, an
+ACL user without the transaction commands), one Lua call (``lua/sink_chunk.lua``) with the
+same marker. A replayed
 batch — task retry, speculative attempt, or the whole batch again after a driver crash — finds
 the markers of chunks already written and adds nothing twice.
 
@@ -126,7 +127,7 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
         with redis_errors(f"writing {chunk.rows} entries to stream {chunk.stream!r}", spec):
             done = add_chunk(r, chunk.stream, xadd_commands(chunk), chunk.rows, marker, member,
                              MARKER_TTL_MS, chunk_trim)
-            if done is None:  # a cluster slot on the move, or a lost WATCH: the script
+            if done is None:  # a cluster slot on the move, lost WATCHes, an ACL refusal
                 added, skipped = run_script(
                     r, "sink_chunk", [chunk.stream, key],
                     [member if marker else "", MARKER_TTL_MS, *_script_trim(chunk_trim),
