@@ -7,9 +7,8 @@ explicitly (e.g. when the package is only on ``sys.path`` through ``--py-files``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .acking import AckingBatchWriter
 from .errors import (
     ConfigError,
     DataLossError,
@@ -20,10 +19,27 @@ from .errors import (
     UnwritableRowError,
 )
 from .ids import StreamId
-from .source import EventBusDataSource
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from .acking import AckingBatchWriter
+    from .source import EventBusDataSource
+
+# Loaded on first use: Spark's Python processes import this package to unpickle a reader or a
+# writer, and a reader needs neither the acking writer nor the sink's encoder (pandas and
+# more: ~0.2 s before the first batch of every query).
+_LAZY = {"AckingBatchWriter": ".acking", "EventBusDataSource": ".source"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "AckingBatchWriter",
@@ -43,4 +59,6 @@ __version__ = "0.1.0"
 
 def register(spark: SparkSession) -> None:
     """Register ``format("eventbus")`` with ``spark`` (idempotent)."""
+    from .source import EventBusDataSource
+
     spark.dataSource.register(EventBusDataSource)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -12,9 +14,11 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .decoding import output_schema, parse_value_schema
-from .encoding import EncodingPlan, plan_encoding
 from .options import SinkOptions, parse_reader_options, parse_sink_options
 from .worker_gc import settle
+
+if TYPE_CHECKING:  # the sink's modules load only when a write needs them (not in readers)
+    from .encoding import EncodingPlan
 
 
 class EventBusDataSource(DataSource):
@@ -52,6 +56,7 @@ class EventBusDataSource(DataSource):
 
     def _sink(self, schema: StructType) -> tuple[SinkOptions, EncodingPlan]:
         """Driver side, before any task: options, schema rules, target keys and Redis."""
+        from .encoding import plan_encoding
         from .sink import check_targets
 
         settle()

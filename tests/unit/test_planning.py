@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from spark_eventbus.offsets import BatchOffset, ClaimedRange, StreamBatch
 from spark_eventbus.planning import (
     MAX_CLAIM_CHUNK,
+    SYNC_CLAIM_ENTRIES,
     UNBOUNDED_GRANT,
     claim_chunk_size,
     first_claim_allowance,
@@ -86,10 +87,12 @@ def test_offsets_accept_lua_empty_arrays_encoded_as_objects():
 # -- the claim budget ------------------------------------------------------------------------
 
 
-def test_first_claim_is_capped_to_one_chunk_per_partition_per_stream():
-    # 100k per trigger, 2 partitions, 1 stream: chunks of 2,000 -> at most 4,000 at once
-    assert first_claim_allowance(100_000, 0, False, 2, 1) == 4_000
-    assert first_claim_allowance(100_000, 0, False, 2, 3) == 12_000
+def test_first_claim_is_capped_to_the_sync_claim_or_one_chunk_per_partition_per_stream():
+    # 100k per trigger: latestOffset claims up to SYNC_CLAIM_ENTRIES itself
+    assert first_claim_allowance(100_000, 0, False, 2, 1) == SYNC_CLAIM_ENTRIES
+    assert first_claim_allowance(40_000, 0, False, 2, 3) == 40_000
+    # many streams and partitions: one chunk of each per partition when that is more
+    assert first_claim_allowance(10**6, 0, False, 8, 10) == 2_000 * 8 * 10
     # small batches: never more than what is left of the budget
     assert first_claim_allowance(1_000, 0, False, 2, 1) == 1_000
     assert first_claim_allowance(1_000, 800, False, 2, 1) == 200
@@ -100,7 +103,7 @@ def test_first_claim_ships_an_interrupted_preclaim_as_it_is():
     assert first_claim_allowance(100_000, 2_000, True, 2, 1) == 0
     assert first_claim_allowance(None, 2_000, True, 2, 1) == 0
     # interrupted but nothing planned: the quick start applies
-    assert first_claim_allowance(100_000, 0, True, 2, 1) == 4_000
+    assert first_claim_allowance(100_000, 0, True, 2, 1) == SYNC_CLAIM_ENTRIES
 
 
 def test_unbounded_batches_claim_everything():

@@ -1,0 +1,34 @@
+"""What Spark's Python processes load: a reader's never load the sink or the acking writer."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+SINK_MODULES = ("spark_eventbus.encoding", "spark_eventbus.sink", "spark_eventbus.acking")
+
+
+def _loaded_after(code: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}\nimport sys\nprint('\\n'.join(sys.modules))"],
+        check=True, capture_output=True, text=True).stdout
+    return set(out.split())
+
+
+def test_a_reader_process_loads_no_sink_module():
+    # Unpickling a streaming reader (Spark's source runner, executors) and the data source
+    # itself (Spark's planner workers) import these modules.
+    loaded = _loaded_after("import spark_eventbus.stream_reader, spark_eventbus.source")
+    assert "spark_eventbus.partition_reader" in loaded
+    assert not loaded & set(SINK_MODULES)
+
+
+def test_the_package_still_exports_everything_on_first_use():
+    loaded = _loaded_after(
+        "import spark_eventbus as m\n"
+        "assert m.AckingBatchWriter.__module__ == 'spark_eventbus.acking'\n"
+        "assert m.EventBusDataSource.name() == 'eventbus'\n"
+        "from spark_eventbus import *\n"
+        "assert AckingBatchWriter is m.AckingBatchWriter\n"
+        "try:\n    m.nothing\nexcept AttributeError:\n    pass\nelse:\n    raise SystemExit(1)")
+    assert "spark_eventbus.acking" in loaded
