@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from .source import EventBusDataSource
 
 # Loaded on first use: Spark's Python processes import this package to unpickle a reader or a
-# writer, and a reader needs neither the acking writer nor the sink's encoder (pandas and
-# more: ~0.2 s before the first batch of every query).
+# writer, and a reader needs neither the acking writer nor the sink's encoder (which loads
+# pandas), on the path to the first batch of every query (README, Benchmark).
 _LAZY = {"AckingBatchWriter": ".acking", "EventBusDataSource": ".source"}
 
 
