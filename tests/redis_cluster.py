@@ -127,24 +127,35 @@ class RedisClusterServer:
         """Migrate ``slot`` (with its keys) to ``target`` the way redis-cli reshard does:
         IMPORTING/MIGRATING, MIGRATE key batches, then SETSLOT NODE on every master. Clients
         meet ASK during the move and MOVED after it."""
+        if self.node_of_slot(slot) is not target:
+            self.begin_move(slot, target)
+            self.finish_move(slot, target)
+
+    def begin_move(self, slot: int, target: ClusterNode) -> None:
+        """The first half of :meth:`move_slot`: the slot is MIGRATING and all its keys are on
+        ``target``, which every client reaches only through ASK until :meth:`finish_move`."""
         source = self.node_of_slot(slot)
-        if source is target:
-            return
         src, dst = source.client(), target.client()
-        src_id, dst_id = src.cluster("myid"), dst.cluster("myid")
-        src_id = src_id.decode() if isinstance(src_id, bytes) else src_id
-        dst_id = dst_id.decode() if isinstance(dst_id, bytes) else dst_id
-        dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
-        src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+        dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", _node_id(src))
+        src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", _node_id(dst))
         while True:
             keys = src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100)
             if not keys:
                 break
             src.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 10_000, "KEYS",
                                 *keys)
+
+    def finish_move(self, slot: int, target: ClusterNode) -> None:
+        """``SETSLOT NODE`` on every master: ``target`` owns ``slot`` (clients meet MOVED)."""
+        target_id = _node_id(target.client())
         for n in self.nodes:
-            n.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+            n.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
 
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
+
+
+def _node_id(node: redis.Redis) -> str:
+    got = node.cluster("myid")
+    return got.decode() if isinstance(got, bytes) else str(got)

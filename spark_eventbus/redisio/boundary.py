@@ -23,10 +23,12 @@ from ..errors import (
 )
 from .client import ConnectionSpec
 from .scripts import command_at
+from .streams import CLUSTER_REDIRECTS
 
-# A cluster that cannot serve a slot for now (failover, resharding, a master down): retriable.
-_CLUSTER_UNAVAILABLE = (redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError,
-                        redis.exceptions.MasterDownError, redis.exceptions.SlotNotCoveredError)
+# A cluster that cannot serve a slot for now (failover, resharding, a master down), or a
+# redirection the cluster client did not get to follow: retriable.
+_CLUSTER_UNAVAILABLE = (*CLUSTER_REDIRECTS, redis.exceptions.MasterDownError,
+                        redis.exceptions.SlotNotCoveredError)
 
 # What redis-py raises; other modules catch these names instead of importing redis.
 RedisError = redis.RedisError

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import EventBusConnectionError, RedisCommandError
+from ..errors import ConfigError, EventBusConnectionError
 from ..ids import StreamId
 from ..keys import lease_key, plan_key
 from ..offsets import ClaimedRange, StreamBatch
@@ -22,6 +22,7 @@ from .deadletter import dead_letter, same_slot
 from .scripts import run_script
 from .streams import (
     ACK_CHUNK,
+    CLUSTER_REDIRECTS,
     Redis,
     entry_ids,
     key_type,
@@ -283,13 +284,12 @@ class ConsumerOps:
             self._ack_ids_bytes -= len(self._ack_ids.pop(c))
         try:
             with self._errors("acking committed entries"):
-                replies = send_packed(self.redis, self.stream, packed)
+                try:
+                    replies = send_packed(self.redis, self.stream, packed)
+                except CLUSTER_REDIRECTS:
+                    return None  # the slot moved or is moving: ack_range follows it
         except EventBusConnectionError:
             return None
-        except RedisCommandError as exc:
-            if is_cluster(self.redis) and ("MOVED" in str(exc) or "ASK" in str(exc)):
-                return None  # the slot is moving: ack_range goes through the cluster client
-            raise
         return sum(int(n) for n in replies)
 
     # -- progress ------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from .client import Redis
-from .streams import resp_bulk, text
+from .streams import CLUSTER_REDIRECTS, resp_bulk, text
 
 # Retries of step 1-2 after a lost WATCH before the caller falls back to the script (only a
 # second attempt of the same task writing the same chunk at the same moment loses one).
@@ -39,11 +39,6 @@ log = logging.getLogger("spark_eventbus")
 # The commands only this path needs (ACL rules written before it existed lack them).
 TRANSACTION_COMMANDS = ("watch", "multi", "exec", "discard", "srem")
 _warned_noperm = False
-
-# Replies that mean "ask the cluster client": the slot moved or is moving, or the node is
-# not serving it for now. The script path follows MOVED/ASK and refreshes the topology.
-_REDIRECTS = (redis.exceptions.MovedError, redis.exceptions.AskError,
-              redis.exceptions.TryAgainError, redis.exceptions.ClusterDownError)
 
 _MULTI = b"*1\r\n$5\r\nMULTI\r\n"
 _EXEC = b"*1\r\n$4\r\nEXEC\r\n"
@@ -98,7 +93,7 @@ def _trim_commands(stream: str, trim: Trim, server_ms: int | None) -> list[bytes
 def _read(conn: Any) -> Any:
     try:
         return conn.read_response()
-    except _REDIRECTS as exc:
+    except CLUSTER_REDIRECTS as exc:
         raise _Redirected(f"{type(exc).__name__}: {exc}") from exc
     except redis.ResponseError as exc:
         if _refused_by_acl(exc) and any(f"'{c}'" in str(exc).lower()

@@ -16,7 +16,15 @@ from pyspark.sql import functions as F
 
 from spark_eventbus import AckingBatchWriter
 from spark_eventbus.keys import dead_letter_marker_key, key_slot, plan_key
-from spark_eventbus.redisio import ConnectionSpec, client, dead_letter, is_cluster, run_script
+from spark_eventbus.offsets import StreamBatch
+from spark_eventbus.redisio import (
+    ConnectionSpec,
+    ConsumerOps,
+    client,
+    dead_letter,
+    is_cluster,
+    run_script,
+)
 from tests.integration.helpers import checkpoint, pending, produce, run_available_now, stream_df
 from tests.integration.test_pipe_job import _copy_pipe_config
 from tests.redis_cluster import RedisClusterServer
@@ -301,6 +309,31 @@ def test_slots_move_to_another_master_while_a_copy_query_runs(spark, redis_clust
     assert set(got.values()) == {1}, [k for k, v in got.items() if v > 1][:5]
     assert set(got) == set(produced)
     assert len(produced) > 1000
+
+
+@pytest.mark.parametrize("phase", ["moving", "moved"])
+def test_acks_of_claimed_ids_follow_a_slot_that_is_moving_or_moved(redis_cluster, phase):
+    """The ack of a claimed chunk (its IDs kept from the claim, XACK sent on the node's own
+    connection) while the stream's slot is being migrated (the node answers ASK) or after it
+    moved (MOVED; the client's slot map is stale): it goes through the cluster client, acks
+    every entry, and does not fail the query."""
+    r = redis_cluster.client()
+    stream = f"{{ack{uuid.uuid4().hex[:6]}}}:in"
+    produce(r, stream, 300)
+    r.xgroup_create(stream, "g", "0")
+    ops = ConsumerOps(ConnectionSpec(redis_cluster.url), stream, "g", "c", cache_ack_ids=True)
+    claimed = ops.claim(300, "run", 1, None, True).chunk
+    assert claimed is not None and claimed.count == 300
+    slot = key_slot(stream)
+    other = next(n for n in redis_cluster.nodes if n is not redis_cluster.node_of_slot(slot))
+    redis_cluster.begin_move(slot, other)
+    try:
+        if phase == "moved":
+            redis_cluster.finish_move(slot, other)
+        assert ops.ack(StreamBatch(chunks=(claimed,))) == 300
+        assert pending(r, stream, "g") == 0
+    finally:
+        redis_cluster.finish_move(slot, other)
 
 
 def test_a_master_killed_mid_query_loses_nothing_after_a_restart_from_the_checkpoint(
