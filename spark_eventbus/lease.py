@@ -6,6 +6,11 @@ a heartbeat thread, and gives it back when it stops. A query that finds the leas
 to :data:`LEASE_TTL_MS` before deciding: a holder that was killed lets it expire, a live one
 renews it (the query is then refused, naming option ``consumer``). A driver restarted from the
 same checkpoint (same run) takes its lease over at once.
+
+The lease also fences claims: ``claim.lua`` and ``reclaim.lua`` run only while the lease still
+names this query (``lease_fence`` in ``lua/_lib.lua``). A query that could not renew for longer
+than the TTL (a stalled driver, a partition from Redis) and was taken over meanwhile claims
+nothing more: its next claim fails naming option ``consumer``, before its heartbeat notices.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import uuid
 from collections.abc import Mapping
 
 from .errors import ConfigError, EventBusError
-from .redisio import ConsumerOps
+from .redisio import ConsumerOps, consumer_taken_over
 
 log = logging.getLogger("spark_eventbus")
 
@@ -66,6 +71,8 @@ class ConsumerLease:
                             self.group, name)
             taken.append(op)
         self.run = run
+        for op in self.ops.values():  # claims now run only while the lease is still ours
+            op.lease_token = f"{run} {self.owner}"
         if self._thread is None:
             self._thread = threading.Thread(target=self._renew, name="eventbus-lease",
                                             daemon=True)
@@ -98,17 +105,14 @@ class ConsumerLease:
                     log.debug("spark-eventbus: could not renew the consumer lease: %s", exc)
                     continue
                 if status == "lost":
-                    self._lost = EventBusError(
-                        f"consumer {self.consumer!r} of group {self.group!r} on stream "
-                        f"{name!r} was taken over by another query (checkpoint run "
-                        f"{holder.split(' ')[0]}) while this one was not renewing its lease; "
-                        "this query stops so that the two do not share pending entries. Give "
-                        "each concurrent query its own option 'consumer'.")
+                    self._lost = consumer_taken_over(self.consumer, self.group, name, holder)
                     return
 
     def release(self) -> None:
         """Stop renewing and give every lease back (best effort: they expire on their own)."""
         self._stop.set()
+        for op in self.ops.values():
+            op.lease_token = ""
         if self._thread is not None:  # wakes at once; a renewal in flight could re-create
             self._thread.join()       # the lease after the release below
         if self.run is not None:

@@ -21,6 +21,19 @@ local function kv(flat)
   return t
 end
 
+-- The consumer lease (lease.lua) as a fence: a claim or reclaim goes ahead only for the query
+-- that holds it, so a query another one took over (it could not renew for longer than the TTL:
+-- a stalled driver, a network partition) claims nothing more. token '' = not fenced (no lease
+-- held). An expired lease does not stop the claim (nobody else holds it; the holder's heartbeat
+-- takes it back) and is not re-created here: a claim still in flight when its query stops and
+-- deletes the lease must not leave it behind. Returns the other holder, or nil.
+local function lease_fence(key, token)
+  if token == '' then return nil end
+  local cur = redis.call('GET', key)
+  if cur and cur ~= token then return cur end
+  return nil
+end
+
 -- The claim plans of this consumer: a hash with one field per batch number (seq), holding what
 -- was claimed for a batch Spark may not have logged yet (crash residue, or the next batch
 -- pre-claimed while the current one runs). A plan of another run (checkpoint) is replaced.

@@ -6,15 +6,19 @@
 -- lies after it, so a driver killed before claim_record still finds its claim, in this
 -- consumer's PEL (resolve_intent in _lib.lua).
 --
--- KEYS[1] stream, KEYS[2] plan key
+-- KEYS[1] stream, KEYS[2] plan key, KEYS[3] consumer lease key
 -- ARGV[1] group, ARGV[2] consumer, ARGV[3] run, ARGV[4] seq,
--- ARGV[5] stop after this ID ('' = no bound; Trigger.AvailableNow), ARGV[6] 'fail' | 'skip'
+-- ARGV[5] stop after this ID ('' = no bound; Trigger.AvailableNow), ARGV[6] 'fail' | 'skip',
+-- ARGV[7] lease token ('<run> <owner>'; '' = not fenced)
 -- Returns {status, lost_after, lost_before, lost_count}; status is read (run the XREADGROUP now),
 -- empty, done, loss or nogroup. lost_* describe entries deleted or trimmed before the group
 -- read them: IDs after lost_after and before lost_before ('' = unknown, '(' prefix = up to and
--- including), lost_count of them (-1 = unknown).
+-- including), lost_count of them (-1 = unknown). {'fenced', holder}: another query holds the
+-- consumer's lease; nothing was done.
 local stream, plan_key = KEYS[1], KEYS[2]
 local group, consumer = ARGV[1], ARGV[2]
+local other = lease_fence(KEYS[3], ARGV[7])
+if other then return {'fenced', other} end
 
 if redis.call('TYPE', stream)['ok'] ~= 'stream' then return {'nogroup', '', '', -1} end
 local info = kv(redis.call('XINFO', 'STREAM', stream))

@@ -5,16 +5,20 @@
 -- MAX_DELIVERIES times are moved to the dead-letter stream and acked, in this same script.
 --
 -- KEYS[1] stream, KEYS[2] plan key, KEYS[3] dead-letter stream (KEYS[1] when none, or when it
--- lives in another cluster slot: see ARGV[10])
+-- lives in another cluster slot: see ARGV[10]), KEYS[4] consumer lease key
 -- ARGV[1] group, ARGV[2] consumer, ARGV[3] min idle ms, ARGV[4] cursor, ARGV[5] count,
 -- ARGV[6] run, ARGV[7] seq, ARGV[8] max deliveries (0 = off), ARGV[9] oldest batch (seq) whose
 -- entries are still in flight or not yet acked: entries of its plan and later ones stay put,
 -- ARGV[10] '1': dead-letter here; '0': return such entries (left pending) for the caller to
--- move across slots (redisio/deadletter.py)
+-- move across slots (redisio/deadletter.py), ARGV[11] lease token ('<run> <owner>'; '' = not
+-- fenced)
 -- Returns {next_cursor, {id, deliveries, id, deliveries, ...}, dead_lettered, {deleted ids},
---          {id, deliveries, ...} of entries to dead-letter (ARGV[10] = '0')}
+--          {id, deliveries, ...} of entries to dead-letter (ARGV[10] = '0')}; {'fenced', holder}:
+-- another query holds the consumer's lease, nothing was done.
 local stream, plan_key, dlq = KEYS[1], KEYS[2], KEYS[3]
 local group, consumer = ARGV[1], ARGV[2]
+local other = lease_fence(KEYS[4], ARGV[11])
+if other then return {'fenced', other} end
 local max_deliveries = tonumber(ARGV[8])
 
 local r = redis.call('XAUTOCLAIM', stream, group, consumer, ARGV[3], ARGV[4],

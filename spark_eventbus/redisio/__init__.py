@@ -14,7 +14,7 @@ from __future__ import annotations
 from .boundary import GROUP_GONE_FIX, RedisError, ResponseError, redis_errors, translate
 from .client import ConnectionSpec, Redis, client, is_cluster, new_client
 from .deadletter import dead_letter, replay_page
-from .group import ClaimResult, ConsumerOps, GroupStats, ReclaimResult
+from .group import ClaimResult, ConsumerOps, GroupStats, ReclaimResult, consumer_taken_over
 from .produce import NO_TRIM, Trim, add_chunk
 from .scripts import run_script, script_text
 from .streams import ACK_CHUNK, key_type, stream_exists, text, xack, xrange_pages
@@ -34,6 +34,7 @@ __all__ = [
     "Trim",
     "add_chunk",
     "client",
+    "consumer_taken_over",
     "dead_letter",
     "is_cluster",
     "key_type",

@@ -38,6 +38,16 @@ from .streams import (
 ACK_ID_CACHE_BYTES = 64 * 1024 * 1024
 
 
+def consumer_taken_over(consumer: str, group: str, stream: str, holder: str) -> ConfigError:
+    """The error of a query whose consumer lease another query holds now (``holder``:
+    ``'<run> <owner>'``): it was not renewed for longer than its TTL."""
+    return ConfigError(
+        f"option 'consumer' = {consumer!r} of group {group!r} on stream {stream!r} was taken "
+        f"over by another query (checkpoint run {holder.split(' ')[0]}) while this one could "
+        "not renew its lease; this query stops so that the two do not share pending entries. "
+        "Give each concurrent query its own .option('consumer', …).")
+
+
 @dataclass(frozen=True)
 class ClaimResult:
     status: str  # ok, empty, done, loss, nogroup
@@ -102,6 +112,9 @@ class ConsumerOps:
         self._ack_ids: dict[ClaimedRange, bytes] = {}  # claimed chunk -> its IDs, RESP bulk strings
         self._ack_ids_bytes = 0
         self._xack_args = resp_bulk([stream.encode(), group.encode()])
+        # '<run> <owner>' while a ConsumerLease holds this consumer: claims and reclaims run
+        # only while the lease is still that (lua/_lib.lua lease_fence); '' = unfenced.
+        self.lease_token = ""
 
     @contextmanager
     def _errors(self, what: str) -> Iterator[None]:
@@ -197,9 +210,10 @@ class ConsumerOps:
         in between leaves the intent, which the next plan read closes from this consumer's PEL.
         """
         with self._errors("claiming new entries"):
-            res = run_script(self.redis, "claim", [self.stream, self.plan_key],
+            res = run_script(self.redis, "claim", [self.stream, self.plan_key, self.lease_key],
                              [self.group, self.consumer, run, str(seq), stop_after or "",
-                              "fail" if fail_on_loss else "skip"])
+                              "fail" if fail_on_loss else "skip", self.lease_token])
+            self._check_fence(res)
             status, lost_after, lost_before, lost_count = (text(x) for x in res)
             chunk = None
             if status == "read":
@@ -229,12 +243,18 @@ class ConsumerOps:
         with self._errors("reclaiming idle entries"):
             res = run_script(self.redis, "reclaim",
                              [self.stream, self.plan_key,
-                              dead_letter_stream if here else self.stream],
+                              dead_letter_stream if here else self.stream, self.lease_key],
                              [self.group, self.consumer, min_idle_ms, cursor, count, run,
-                              str(seq), max_deliveries, protect_from, "1" if here else "0"])
+                              str(seq), max_deliveries, protect_from, "1" if here else "0",
+                              self.lease_token])
+        self._check_fence(res)
         next_cursor, flat, dead, deleted, poison = res
         return ReclaimResult(text(next_cursor), _pairs(flat), int(dead),
                              tuple(text(d) for d in deleted), _pairs(poison))
+
+    def _check_fence(self, reply: list[Any]) -> None:
+        if text(reply[0]) == "fenced":
+            raise consumer_taken_over(self.consumer, self.group, self.stream, text(reply[1]))
 
     def dead_letter(self, dlq: str, entries: list[tuple[str, str, str]]) -> int:
         """Move ``entries`` (id, reason, deliveries) to ``dlq`` and ack them, exactly once

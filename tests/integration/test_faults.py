@@ -281,8 +281,9 @@ def test_a_claim_cut_short_before_its_record_is_recovered(redis_server, names, s
     first = driver_reader(redis_server.url, stream, group, maxEntriesPerTrigger="1000")
     start = first.initialOffset()
     ops = first.ops[stream]
-    status = run_script(ops.redis, "claim", [ops.stream, ops.plan_key],
-                        [ops.group, ops.consumer, start["run"], "1", "", "fail"])
+    status = run_script(ops.redis, "claim", [ops.stream, ops.plan_key, ops.lease_key],
+                        [ops.group, ops.consumer, start["run"], "1", "", "fail",
+                         ops.lease_token])
     assert status[0] == b"read"
     r.xreadgroup(ops.group, ops.consumer, {ops.stream: ">"}, count=1000)  # ... then killed
     first.stop()
@@ -310,8 +311,8 @@ def test_a_claim_whose_reply_was_lost_and_retried_records_both_reads(redis_serve
     ids = produce(r, names["stream"], 1_000)
     r.xgroup_create(names["stream"], names["group"], "0")
     ops = ConsumerOps(ConnectionSpec(redis_server.url), names["stream"], names["group"], "c")
-    assert run_script(ops.redis, "claim", [ops.stream, ops.plan_key],
-                      [ops.group, ops.consumer, "run", "1", "", "fail"])[0] == b"read"
+    assert run_script(ops.redis, "claim", [ops.stream, ops.plan_key, ops.lease_key],
+                      [ops.group, ops.consumer, "run", "1", "", "fail", ""])[0] == b"read"
     r.xreadgroup(ops.group, ops.consumer, {ops.stream: ">"}, count=300)  # reply lost
     got = r.xreadgroup(ops.group, ops.consumer, {ops.stream: ">"}, count=300)[0][1]
     first, last = got[0][0].decode(), got[-1][0].decode()

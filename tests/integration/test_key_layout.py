@@ -23,6 +23,7 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 from spark_eventbus import AckingBatchWriter, ConfigError
 from spark_eventbus.keys import key_slot, lease_key, plan_key
 from spark_eventbus.lease import LEASE_TTL_MS
+from spark_eventbus.offsets import BatchOffset
 from tests.integration.helpers import (
     checkpoint,
     driver_reader,
@@ -280,3 +281,77 @@ def test_a_killed_holder_keeps_another_query_out_only_until_its_lease_expires(
     assert r.get(key).decode().split(" ")[1] == successor.driver.lease.owner
     successor.stop()
     assert r.exists(key) == 0
+
+
+def _stall_heartbeat(reader) -> None:  # type: ignore[no-untyped-def]
+    """The driver stops renewing its lease (a stalled driver, cut off from Redis)."""
+    lease = reader.driver.lease
+    lease._stop.set()
+    lease._thread.join()
+
+
+def test_a_query_taken_over_while_it_could_not_renew_claims_nothing_more(redis_server, names):
+    """The lease fences claims: once another query holds the lease of a stream, the stalled
+    query's next claim there fails naming option 'consumer' — before its heartbeat would
+    notice — and takes nothing of it. Two streams sharing a hash tag; one is taken over."""
+    t = _tag()
+    mine, taken = f"{{f{t}}}:a", f"{{f{t}}}:b{{x}}:c"
+    group = names["group"]
+    r = redis_server.client()
+    for s in (mine, taken):
+        produce(r, s, 50)
+    stale = driver_reader(redis_server.url, f"{mine},{taken}", group)
+    start = stale.initialOffset()
+    _stall_heartbeat(stale)
+    position = r.xinfo_groups(taken)[0]["last-delivered-id"]
+    key = lease_key(taken, group, f"spark-{group}")
+    r.set(key, "run-of-another-query owner-b", px=60_000)  # it expired; another query took it
+    with pytest.raises(ConfigError, match="option 'consumer'") as err:
+        stale.latestOffset(start, ReadMaxRows(200))
+    assert "taken over" in str(err.value) and "run-of-another-query" in str(err.value)
+    assert taken in str(err.value)
+    assert r.xinfo_groups(taken)[0]["pending"] == 0  # nothing claimed ...
+    assert r.xinfo_groups(taken)[0]["last-delivered-id"] == position
+    assert not r.hlen(plan_key(taken, group, f"spark-{group}"))  # ... nor planned
+    assert r.get(key) == b"run-of-another-query owner-b"
+    assert r.get(lease_key(mine, group, f"spark-{group}")).decode().split(" ")[0] == start["run"]
+    stale.stop()
+
+
+def test_a_reclaim_is_fenced_by_the_lease_too(redis_server, names):
+    stream, group = names["stream"], names["group"]
+    r = redis_server.client()
+    produce(r, stream, 20)
+    r.xgroup_create(stream, group, "0")
+    r.xreadgroup(group, "dead-worker", {stream: ">"}, count=20)
+    reader = driver_reader(redis_server.url, stream, group, claimMinIdleMs="0")
+    reader.initialOffset()
+    _stall_heartbeat(reader)
+    op = reader.ops[stream]
+    r.set(op.lease_key, "run-of-another-query owner-b", px=60_000)
+    with pytest.raises(ConfigError, match="taken over"):
+        op.reclaim("0-0", 100, 0, reader.driver.lease.run, 1, 0, None, 1)
+    pel = r.xpending(stream, group)
+    assert pel["pending"] == 20 and pel["consumers"] == [
+        {"name": b"dead-worker", "pending": 20}]  # still the dead worker's
+    reader.stop()
+
+
+def test_an_expired_lease_does_not_stop_its_holders_claims_nor_is_recreated_by_them(
+        redis_server, names):
+    """Nobody else took the lease while the driver could not renew it: its claims go on. They
+    do not write the lease (a claim in flight while its query stops and deletes the lease must
+    not leave it behind); the heartbeat takes it back."""
+    stream, group = names["stream"], names["group"]
+    r = redis_server.client()
+    produce(r, stream, 50)
+    reader = driver_reader(redis_server.url, stream, group)
+    start = reader.initialOffset()
+    _stall_heartbeat(reader)
+    key = lease_key(stream, group, f"spark-{group}")
+    r.delete(key)  # expired
+    end = reader.latestOffset(start, ReadMaxRows(100))
+    assert BatchOffset.from_json(end).streams[stream].count == 50
+    assert r.xinfo_groups(stream)[0]["pending"] == 50
+    assert r.exists(key) == 0
+    reader.stop()
