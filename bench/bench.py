@@ -20,6 +20,7 @@ Usage: python bench/bench.py [--entries N] [--only reader|sink]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -30,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,34 @@ def start_redis(workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
         except redis.ConnectionError:
             time.sleep(0.05)
     raise SystemExit("redis-server did not start")
+
+
+@contextlib.contextmanager
+def bench_redis(prefix: str) -> Iterator[tuple[int, Path]]:
+    """The bench's own ``redis-server`` in a temporary folder: (port, folder); stopped after."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    proc, port = start_redis(work)
+    try:
+        yield port, work
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def source_df(spark: Any, source: str, url: str, stream: str, group: str, per_trigger: int,
+              partitions: int = 2) -> Any:
+    """The streaming DataFrame a reader measurement runs: ``eventbus`` over ``stream`` (one or
+    several, comma-separated) from the earliest entry, or Spark's floor (``floor``, registered
+    by the caller) serving as many rows as the streams hold."""
+    if source == "floor":
+        rows = sum(redis.Redis.from_url(url).xlen(s) for s in stream.split(","))
+        return spark.readStream.format("floor").option("rows", str(rows)).load()
+    return (spark.readStream.format(source).option("url", url)
+            .option("stream", stream).option("group", group)
+            .option("startingPosition", "earliest")
+            .option("maxEntriesPerTrigger", str(per_trigger))
+            .option("numPartitions", str(partitions)).load())
 
 
 def produce(r: redis.Redis, n: int, stream: str = STREAM) -> None:
@@ -198,15 +228,7 @@ def run_reader(url: str, streams: str, group: str, max_entries: int, source: str
     r = redis.Redis.from_url(url)
 
     def run(stream: str, group: str) -> tuple[float, object]:
-        if source == "floor":
-            rows = sum(r.xlen(s) for s in stream.split(","))
-            df = spark.readStream.format("floor").option("rows", str(rows)).load()
-        else:
-            df = (spark.readStream.format("eventbus").option("url", url)
-                  .option("stream", stream).option("group", group)
-                  .option("startingPosition", "earliest")
-                  .option("maxEntriesPerTrigger", str(max_entries)).option("numPartitions", "2")
-                  .load())
+        df = source_df(spark, source, url, stream, group, max_entries)
         tmp = tempfile.mkdtemp(prefix="bench-chk-")
         start = time.perf_counter()
         q = (df.writeStream.format("noop").option("checkpointLocation", tmp)
@@ -664,9 +686,7 @@ def main() -> None:
                     help="run one part only")
     args = ap.parse_args()
     n = args.entries
-    work = Path(tempfile.mkdtemp(prefix="eventbus-bench-"))
-    proc, port = start_redis(work)
-    try:
+    with bench_redis("eventbus-bench-") as (port, work):
         r = redis.Redis(port=port)
         print(f"hiredis: {redis.utils.HIREDIS_AVAILABLE}")
         if args.only in (None, "reader"):
@@ -688,10 +708,6 @@ def main() -> None:
 
             plot(FIGURES, ROOT / "docs" / "bench.png")
             print(f"figures: {out / 'figures.json'}; plot: {ROOT / 'docs' / 'bench.png'}")
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

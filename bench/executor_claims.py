@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import shutil
 import statistics
 import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 # Run as a script: this folder is on sys.path (bench, floor), and importing bench puts the
@@ -31,7 +29,7 @@ from typing import Any
 import redis
 from floor import register_floor
 
-from bench import WARMUP, WARMUP_ENTRIES, _spark, produce, redis_cpu, start_redis
+from bench import WARMUP, WARMUP_ENTRIES, _spark, bench_redis, produce, redis_cpu, source_df
 
 PER_TRIGGER = 100_000
 PARTITIONS = 2
@@ -163,9 +161,7 @@ def main() -> None:
     ap.add_argument("--entries", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="eventbus-execclaim-"))
-    proc, port = start_redis(work)
-    try:
+    with bench_redis("eventbus-execclaim-") as (port, work):
         url = f"redis://127.0.0.1:{port}/0"
         r = redis.Redis(port=port)
         stream = "bench:execclaim"
@@ -176,17 +172,8 @@ def main() -> None:
         register_prototype(spark, url)
 
         def run(source: str, name: str, group: str) -> tuple[float, int, float]:
-            if source == "floor":
-                df = spark.readStream.format("floor").option("rows", str(r.xlen(name))).load()
-            elif source == "prototype":
-                df = (spark.readStream.format("execclaim").option("stream", name)
-                      .option("group", group).load())
-            else:
-                df = (spark.readStream.format("eventbus").option("url", url)
-                      .option("stream", name).option("group", group)
-                      .option("startingPosition", "earliest")
-                      .option("maxEntriesPerTrigger", str(PER_TRIGGER))
-                      .option("numPartitions", str(PARTITIONS)).load())
+            fmt = "execclaim" if source == "prototype" else source
+            df = source_df(spark, fmt, url, name, group, PER_TRIGGER, PARTITIONS)
             cpu0, t0 = redis_cpu(r), time.perf_counter()
             q = (df.writeStream.format("noop")
                  .option("checkpointLocation", tempfile.mkdtemp(dir=work))
@@ -214,10 +201,6 @@ def main() -> None:
         print(f"against the floor: eventbus {med['floor'] / med['eventbus']:.2f}, prototype "
               f"{med['floor'] / med['prototype']:.2f}")
         spark.stop()
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

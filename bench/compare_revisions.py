@@ -1,0 +1,178 @@
+"""Before/after of a change: the reader and the sink of several git revisions, interleaved.
+
+``python bench/compare_revisions.py REV [REV ...] [--entries N] [--rounds K] [--parts reader,sink]``
+
+A refactoring must leave speed alone, and two ``make bench`` runs minutes apart differ by more
+than most changes (machines are noisy), so this puts every revision through the same runs in
+turn, on one ``redis-server``, against the same data:
+
+* each revision is checked out into a temporary ``git worktree`` (``.`` = this working tree);
+* each measurement is a fresh driver (``local[2]``) whose ``PYTHONPATH`` puts that revision's
+  ``spark_eventbus`` first, on the driver and on Spark's Python workers (checked: the run fails
+  if a worker imported another copy);
+* ``reader``: a 20,000-entry warm-up query, then N entries from the earliest ID at 100,000 per
+  trigger (``Trigger.AvailableNow`` into ``noop``), a new group per run; nothing may stay pending;
+* ``sink``: a 20,000-row warm-up write, then ``df.write.format("eventbus")`` of N cached rows
+  (``key`` + ~200-byte ``payload``); the stream must hold N entries after it;
+* K rounds of (each part at each revision), the revisions' order rotated each round (in a pair
+  of runs, the later one tends to be slower); it prints each run and the median per revision.
+
+Revisions must accept the options used here (``stream``, ``group``, ``consumer``,
+``startingPosition``, ``maxEntriesPerTrigger``; the sink's ``stream``), which every revision
+since the first sink does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WARMUP = 20_000
+PER_TRIGGER = 100_000
+
+
+def measure(part: str, url: str, tag: str, rows_file: str) -> dict[str, object]:
+    """One measurement in this (fresh) driver process; ``spark_eventbus`` from PYTHONPATH.
+    Self-contained on purpose: importing ``bench.py`` here would put this checkout's package
+    ahead of the revision under test (it inserts the repository into ``sys.path``)."""
+    from pyspark.sql import SparkSession
+
+    import spark_eventbus
+
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.driver.memory", "4g").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    spark_eventbus.register(spark)
+    if part == "reader":
+        def run(stream: str, group: str) -> float:
+            start = time.perf_counter()
+            q = (spark.readStream.format("eventbus").option("url", url)
+                 .option("stream", stream).option("group", group).option("consumer", "c")
+                 .option("startingPosition", "earliest")
+                 .option("maxEntriesPerTrigger", str(PER_TRIGGER)).load()
+                 .writeStream.format("noop")
+                 .option("checkpointLocation", tempfile.mkdtemp(prefix="cmp-chk-"))
+                 .trigger(availableNow=True).start())
+            q.awaitTermination()
+            return time.perf_counter() - start
+
+        run("cmp:warmup", f"warm-{tag}")
+        seconds = run("cmp:main", tag)
+    else:
+        df = spark.read.parquet(rows_file).cache()
+        df.count()
+
+        def write(frame: object, stream: str) -> float:
+            start = time.perf_counter()
+            frame.write.format("eventbus").option("url", url).option(  # type: ignore[attr-defined]
+                "stream", stream).mode("append").save()
+            return time.perf_counter() - start
+
+        write(df.limit(WARMUP), f"cmp:warm:{tag}")
+        seconds = write(df, f"cmp:sink:{tag}")
+    worker_copy = spark.sparkContext.parallelize([0], 1).map(
+        lambda _: __import__("spark_eventbus").__file__).collect()[0]
+    spark.stop()
+    return {"seconds": seconds, "driver": spark_eventbus.__file__, "worker": worker_copy}
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "measure":
+        print("RESULT " + json.dumps(measure(*sys.argv[2:6])))
+        return
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("revisions", nargs="+", help="git revisions; '.' is the working tree")
+    ap.add_argument("--entries", type=int, default=1_000_000)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--parts", default="reader,sink")
+    args = ap.parse_args()
+    parts = args.parts.split(",")
+
+    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "bench"))
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import redis
+
+    from bench import bench_redis, produce
+
+    work = Path(tempfile.mkdtemp(prefix="eventbus-compare-"))
+    trees: dict[str, Path] = {}
+    try:
+        for rev in args.revisions:
+            if rev == ".":
+                trees[rev] = ROOT
+                continue
+            tree = work / f"rev-{len(trees)}"
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree),
+                            rev], check=True, capture_output=True)
+            trees[rev] = tree
+        with bench_redis("eventbus-compare-redis-") as (port, _):
+            r = redis.Redis(port=port)
+            url = f"redis://127.0.0.1:{port}/0"
+            produce(r, WARMUP, "cmp:warmup")
+            produce(r, args.entries, "cmp:main")
+            rows_file = str(work / "rows.parquet")
+            filler = "x" * 120
+            pq.write_table(pa.table({
+                "key": [f"k{i}" for i in range(args.entries)],
+                "payload": [f'{{"i": {i}, "note": "{filler}"}}' for i in range(args.entries)],
+            }), rows_file)
+            times: dict[tuple[str, str], list[float]] = {}
+            runs = 0
+            for k in range(args.rounds):
+                revs = list(trees.items())
+                order = revs[k % len(revs):] + revs[:k % len(revs)]  # no revision always last
+                for part in parts:
+                    for rev, tree in order:
+                        runs += 1
+                        tag = f"run-{runs}"
+                        env = dict(os.environ, PYTHONPATH=str(tree),
+                                   PYSPARK_PYTHON=sys.executable)
+                        # cwd: not a checkout (Spark's workers put their cwd on sys.path)
+                        out = subprocess.run(
+                            [sys.executable, __file__, "measure", part, url, tag, rows_file],
+                            env=env, cwd=work, capture_output=True, text=True)
+                        lines = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
+                        if out.returncode != 0 or not lines:
+                            raise SystemExit(f"{part} at {rev} failed:\n{out.stderr[-4000:]}")
+                        res = json.loads(lines[0][7:])
+                        for side in ("driver", "worker"):
+                            if not str(res[side]).startswith(str(tree)):
+                                raise SystemExit(f"{part} at {rev}: the {side} imported "
+                                                 f"{res[side]}, not the copy in {tree}")
+                        if part == "reader":
+                            left = r.xpending("cmp:main", tag)["pending"]
+                            assert left == 0, f"{rev}: {left} entries left pending"
+                        else:
+                            assert r.xlen(f"cmp:sink:{tag}") == args.entries, rev
+                            r.delete(f"cmp:sink:{tag}", f"cmp:warm:{tag}")
+                        seconds = float(res["seconds"])
+                        times.setdefault((part, rev), []).append(seconds)
+                        print(f"round {k} {part:<6} {rev:<12} {seconds:6.2f} s "
+                              f"{args.entries / seconds:>9,.0f} rows/s", flush=True)
+            print("medians:")
+            for (part, rev), xs in times.items():
+                med = statistics.median(xs)
+                print(f"  {part:<6} {rev:<12} {med:6.2f} s {args.entries / med:>9,.0f} rows/s "
+                      f"(runs: {', '.join(f'{x:.2f}' for x in xs)})")
+    finally:
+        for tree in trees.values():
+            if tree != ROOT:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
+                                str(tree)], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
