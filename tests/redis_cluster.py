@@ -131,19 +131,32 @@ class RedisClusterServer:
             self.begin_move(slot, target)
             self.finish_move(slot, target)
 
-    def begin_move(self, slot: int, target: ClusterNode) -> None:
-        """The first half of :meth:`move_slot`: the slot is MIGRATING and all its keys are on
-        ``target``, which every client reaches only through ASK until :meth:`finish_move`."""
+    def begin_move(self, slot: int, target: ClusterNode, *, keys: bool = True) -> None:
+        """The first half of :meth:`move_slot`: the slot is MIGRATING and (``keys``) all its
+        keys are on ``target``, which clients reach only through ASK until :meth:`finish_move`;
+        without ``keys``, none has moved yet (:meth:`migrate_keys` moves them)."""
         source = self.node_of_slot(slot)
         src, dst = source.client(), target.client()
         dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", _node_id(src))
         src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", _node_id(dst))
+        if keys:
+            self.migrate_keys(source, target, slot)
+
+    def migrate_keys(self, source: ClusterNode, target: ClusterNode, slot: int,
+                     keys: list[str] | None = None) -> None:
+        """``MIGRATE`` ``keys`` (default: every key of ``slot`` left on ``source``) to
+        ``target``, whose slot :meth:`begin_move` set migrating. Moving some keys only leaves
+        the slot split between the two masters, as between two key batches of a reshard:
+        a command on keys of both halves gets ``TRYAGAIN``."""
+        src = source.client()
         while True:
-            keys = src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100)
-            if not keys:
+            batch = keys or src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100)
+            if not batch:
                 break
             src.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 10_000, "KEYS",
-                                *keys)
+                                *batch)
+            if keys:
+                break
 
     def finish_move(self, slot: int, target: ClusterNode) -> None:
         """``SETSLOT NODE`` on every master: ``target`` owns ``slot`` (clients meet MOVED)."""

@@ -25,10 +25,12 @@ from .client import ConnectionSpec
 from .scripts import command_at
 from .streams import CLUSTER_REDIRECTS
 
-# A cluster that cannot serve a slot for now (failover, resharding, a master down), or a
-# redirection the cluster client did not get to follow: retriable.
-_CLUSTER_UNAVAILABLE = (*CLUSTER_REDIRECTS, redis.exceptions.MasterDownError,
-                        redis.exceptions.SlotNotCoveredError)
+# A cluster that cannot serve a slot for now (failover, resharding, a master down), a
+# redirection the cluster client did not get to follow, or one it followed until its request
+# TTL ran out (ClusterError "TTL exhausted": TRYAGAIN or MOVED/ASK that did not settle):
+# retriable.
+_CLUSTER_UNAVAILABLE = (*CLUSTER_REDIRECTS, redis.exceptions.ClusterError,
+                        redis.exceptions.MasterDownError, redis.exceptions.SlotNotCoveredError)
 
 # What redis-py raises; other modules catch these names instead of importing redis.
 RedisError = redis.RedisError
@@ -132,5 +134,7 @@ def redis_errors(what: str, spec: ConnectionSpec) -> Iterator[None]:
     (``at <url>``, password removed, is appended)."""
     try:
         yield
-    except redis.RedisError as exc:
+    except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
+        # RedisClusterException: the cluster client's own errors (SlotNotCoveredError, no
+        # node for a command), which do not derive from RedisError
         raise translate(exc, f"{what} at {spec.display}", spec.secrets) from exc

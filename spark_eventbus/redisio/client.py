@@ -71,6 +71,16 @@ def _retry() -> Retry:
     return Retry(ExponentialWithJitterBackoff(cap=2.0, base=0.05), _RETRIES)
 
 
+class _Cluster(RedisCluster):
+    """redis-py's cluster client, with more room for ``TRYAGAIN``: a command on keys of one
+    slot that a reshard has split between two masters (it moves a few keys per ``MIGRATE``)
+    is retried on each hop of the request TTL, sleeping 50 ms in its second half. redis-py's
+    16 hops wait out a split of ~0.4 s; 48 wait ~1.2 s before the error (retriable) reaches
+    the caller."""
+
+    RedisClusterRequestTTL = 48
+
+
 def is_cluster_node(r: redis.Redis) -> bool:
     """Whether ``r`` talks to a Redis Cluster node: the ``mode`` field of ``HELLO 3`` (every
     user may run HELLO: clients authenticate with it)."""
@@ -96,7 +106,7 @@ def new_client(spec: ConnectionSpec) -> Redis:
     if not cluster:
         return node
     node.close()
-    return RedisCluster.from_url(spec.url, retry=_retry(), **_node_kwargs(spec))
+    return _Cluster.from_url(spec.url, retry=_retry(), **_node_kwargs(spec))
 
 
 def is_cluster(r: Redis) -> bool:

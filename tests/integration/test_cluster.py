@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from spark_eventbus import AckingBatchWriter
+from spark_eventbus import AckingBatchWriter, EventBusConnectionError
 from spark_eventbus.keys import dead_letter_marker_key, key_slot, plan_key
 from spark_eventbus.offsets import StreamBatch
 from spark_eventbus.redisio import (
@@ -334,6 +334,81 @@ def test_acks_of_claimed_ids_follow_a_slot_that_is_moving_or_moved(redis_cluster
         assert pending(r, stream, "g") == 0
     finally:
         redis_cluster.finish_move(slot, other)
+
+
+def _tryagain_count(node) -> int:  # type: ignore[no-untyped-def]
+    stats = node.client().info("errorstats")
+    return int(stats.get("errorstat_TRYAGAIN", {}).get("count", 0))
+
+
+def _split_slot(redis_cluster, prefix: str):  # type: ignore[no-untyped-def]
+    """A stream with 100 entries, 40 of them claimed (so its plan key exists), whose slot is
+    then split mid-reshard: the stream on another master, the plan and lease left behind."""
+    r = redis_cluster.client()
+    stream = f"{{{prefix}{uuid.uuid4().hex[:6]}}}:in"
+    produce(r, stream, 100)
+    r.xgroup_create(stream, "g", "0")
+    ops = ConsumerOps(ConnectionSpec(redis_cluster.url), stream, "g", "c")
+    assert ops.claim(40, "run", 1, None, True).chunk.count == 40
+    slot = key_slot(stream)
+    source = redis_cluster.node_of_slot(slot)
+    other = next(n for n in redis_cluster.nodes if n is not source)
+    redis_cluster.begin_move(slot, other, keys=False)
+    redis_cluster.migrate_keys(source, other, slot, [stream])
+    return r, stream, ops, slot, source, other
+
+
+def _heal(redis_cluster, source, other, slot: int) -> None:  # type: ignore[no-untyped-def]
+    """The rest of the reshard: the keys left behind, then SETSLOT NODE. (Until SETSLOT, the
+    importing master answers TRYAGAIN to a script whose keys are not all there — the claim's
+    lease key does not exist without a running query.)"""
+    redis_cluster.migrate_keys(source, other, slot)
+    redis_cluster.finish_move(slot, other)
+
+
+def test_a_claim_while_a_slots_keys_stay_split_fails_retriable_and_claims_nothing(
+        redis_cluster):
+    """Mid-reshard a slot's keys can sit on two masters (redis-cli moves 10 keys per
+    MIGRATE): the claim script, which touches the stream, its plan and its lease, gets
+    TRYAGAIN. While the split lasts, the claim fails with a retriable error and claims
+    nothing; once the keys are together again it claims what is there."""
+    r, stream, ops, slot, source, other = _split_slot(redis_cluster, "split")
+    try:
+        with pytest.raises(EventBusConnectionError, match="resharding") as err:
+            ops.claim(40, "run", 2, None, True)
+        assert err.value.retriable
+        assert pending(r, stream, "g") == 40  # nothing more was claimed
+        _heal(redis_cluster, source, other, slot)
+    finally:
+        redis_cluster.finish_move(slot, other)
+    assert ops.claim(40, "run", 2, None, True).chunk.count == 40
+    assert ops.claim(40, "run", 3, None, True).chunk.count == 20
+    assert pending(r, stream, "g") == 100
+
+
+def test_a_claim_rides_over_a_short_split_of_its_slots_keys(redis_cluster):
+    """The split heals (the rest of the reshard) while the claim is retrying TRYAGAIN —
+    healed as soon as the source master has answered TRYAGAIN, not after a fixed sleep: the
+    claim goes through, with nothing lost or claimed twice."""
+    r, stream, ops, slot, source, other = _split_slot(redis_cluster, "heal")
+    before = _tryagain_count(source)
+
+    def heal() -> None:
+        deadline = time.monotonic() + 30
+        while _tryagain_count(source) == before and time.monotonic() < deadline:
+            time.sleep(0.005)
+        _heal(redis_cluster, source, other, slot)
+
+    healer = threading.Thread(target=heal)
+    healer.start()
+    try:
+        got = ops.claim(100, "run", 2, None, True)
+    finally:
+        healer.join()
+        redis_cluster.finish_move(slot, other)
+    assert _tryagain_count(source) > before  # the claim did meet the split
+    assert got.chunk is not None and got.chunk.count == 60
+    assert pending(r, stream, "g") == 100
 
 
 def test_a_master_killed_mid_query_loses_nothing_after_a_restart_from_the_checkpoint(

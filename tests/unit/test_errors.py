@@ -28,6 +28,21 @@ def test_translate_maps_redis_errors_to_typed_errors_with_retriable_flags():
     assert isinstance(translate(redis.ResponseError("NOGROUP x"), "claiming"), RedisCommandError)
 
 
+def test_a_cluster_in_flux_is_a_retriable_connection_error():
+    """Resharding and failover: redirections a node's own connection met (MOVED/ASK), a slot's
+    keys split between masters (TRYAGAIN), the cluster client's request TTL run out, a slot
+    nobody serves — each says the cluster is busy and may be retried, never 'unexpected'."""
+    for exc in (redis.exceptions.AskError("9865 127.0.0.1:21000"),
+                redis.exceptions.MovedError("9865 127.0.0.1:21000"),
+                redis.exceptions.TryAgainError("Multiple keys request during rehashing"),
+                redis.exceptions.ClusterError("TTL exhausted."),
+                redis.exceptions.ClusterDownError("The cluster is down"),
+                redis.exceptions.SlotNotCoveredError("slot 12 not covered")):
+        got = translate(exc, "claiming")
+        assert isinstance(got, EventBusConnectionError) and got.retriable, exc
+        assert "resharding" in str(got), got
+
+
 def test_public_names_are_pinned():
     assert sorted(spark_eventbus.__all__) == [
         "AckingBatchWriter", "ConfigError", "DataLossError", "EventBusConnectionError",
