@@ -25,12 +25,11 @@ from .client import ConnectionSpec
 from .scripts import command_at
 from .streams import CLUSTER_REDIRECTS
 
-# A cluster that cannot serve a slot for now (failover, resharding, a master down), a
-# redirection the cluster client did not get to follow, or one it followed until its request
-# TTL ran out (ClusterError "TTL exhausted": TRYAGAIN or MOVED/ASK that did not settle):
-# retriable.
+# A cluster that cannot serve a slot for now (failover, resharding, a master down: the
+# ClusterError family, "TTL exhausted" when TRYAGAIN or MOVED/ASK did not settle), a
+# redirection the cluster client did not get to follow, a slot no node serves: retriable.
 _CLUSTER_UNAVAILABLE = (*CLUSTER_REDIRECTS, redis.exceptions.ClusterError,
-                        redis.exceptions.MasterDownError, redis.exceptions.SlotNotCoveredError)
+                        redis.exceptions.SlotNotCoveredError)
 
 # What redis-py raises; other modules catch these names instead of importing redis.
 RedisError = redis.RedisError

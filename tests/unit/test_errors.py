@@ -37,6 +37,7 @@ def test_a_cluster_in_flux_is_a_retriable_connection_error():
                 redis.exceptions.TryAgainError("Multiple keys request during rehashing"),
                 redis.exceptions.ClusterError("TTL exhausted."),
                 redis.exceptions.ClusterDownError("The cluster is down"),
+                redis.exceptions.MasterDownError("MASTERDOWN Link with MASTER is down"),
                 redis.exceptions.SlotNotCoveredError("slot 12 not covered")):
         got = translate(exc, "claiming")
         assert isinstance(got, EventBusConnectionError) and got.retriable, exc
