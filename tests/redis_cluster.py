@@ -9,6 +9,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
@@ -149,14 +150,16 @@ class RedisClusterServer:
         the slot split between the two masters, as between two key batches of a reshard:
         a command on keys of both halves gets ``TRYAGAIN``."""
         src = source.client()
-        while True:
-            batch = keys or src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100)
-            if not batch:
-                break
+
+        def migrate(batch: list[Any]) -> None:
             src.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 10_000, "KEYS",
                                 *batch)
-            if keys:
-                break
+
+        if keys is not None:
+            migrate(list(keys))
+            return
+        while batch := src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+            migrate(batch)
 
     def finish_move(self, slot: int, target: ClusterNode) -> None:
         """``SETSLOT NODE`` on every master: ``target`` owns ``slot`` (clients meet MOVED)."""
