@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from . import _portable
-from .errors import ConfigError, EventBusError
+from .errors import ConfigError, EventBusError, printable
 from .options import DEFAULT_URL, check_tls, check_url
 from .redisio import ConnectionSpec, client, dead_letter, redis_errors, xack
 
@@ -189,4 +189,5 @@ def _dead_letter_partition(spec: ConnectionSpec, group: str, dlq: str, size: int
     with redis_errors(f"dead-lettering entries to {dlq!r}", spec):
         for stream, chunk in _chunks_per_stream(rows, size):
             dead_letter(spec, stream, dlq, group,
-                        [(row["id"], row["reason"], row["deliveries"] or "") for row in chunk])
+                        [(row["id"], printable(row["reason"]), row["deliveries"] or "")
+                         for row in chunk])

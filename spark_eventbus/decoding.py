@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import logging
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -39,7 +40,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .errors import ConfigError
+from .errors import ConfigError, EntryDecodeError, printable
+
+log = logging.getLogger("spark_eventbus")
 
 # ---------------------------------------------------------------------------------------------
 # Output schema
@@ -191,12 +194,51 @@ def _check_supported(dtype: DataType) -> None:
 
 
 class _Mismatch(ValueError):
-    pass
+    """A JSON value that does not fit valueSchema: where (``path``) and why. Containers fill
+    in the array index or map key of ``path`` on the way up, only when a value fails."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(path, detail)
+        self.path, self.detail = path, detail
+
+    def locate(self, pattern: str, actual: str) -> _Mismatch:
+        if self.path.startswith(pattern):
+            self.path = actual + self.path[len(pattern):]
+        return self
+
+    def __str__(self) -> str:
+        return f"{self.path or 'value'}: {self.detail}"
+
+
+# A lone UTF-16 surrogate (U+D800..U+DFFF): Python's JSON parser returns one for a ``\\udXXX``
+# escape without its pair (JavaScript's ``JSON.stringify`` of a string cut inside an emoji), but
+# it is not a Unicode scalar value: no UTF-8 text, Arrow string or Spark string can hold it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_text(v: str, path: str) -> str:
+    """``v`` itself when it is valid Unicode; else a :class:`_Mismatch` naming the path."""
+    if v.isascii():
+        return v
+    m = _SURROGATE.search(v)
+    if m is None:
+        return v
+    raise _Mismatch(path, f"text holds a lone surrogate {printable(m.group())} at character "
+                          f"{m.start()}, which is not valid Unicode (a UTF-16 pair cut in two, "
+                          "e.g. by JavaScript's slice())")
+
+
+def _fails(convert: Callable[[Any], Any], v: Any) -> bool:
+    try:
+        convert(v)
+    except _Mismatch:
+        return True
+    return False
 
 
 def _converter(dtype: DataType, path: str) -> Callable[[Any], Any]:
     def fail(v: Any) -> _Mismatch:
-        return _Mismatch(f"{path or 'value'}: expected {dtype.simpleString()}, "
+        return _Mismatch(path, f"expected {dtype.simpleString()}, "
                          f"got {type(v).__name__} {json.dumps(v)[:40]}")
 
     if isinstance(dtype, StructType):
@@ -214,7 +256,11 @@ def _converter(dtype: DataType, path: str) -> Callable[[Any], Any]:
         def conv_array(v: Any) -> Any:
             if not isinstance(v, list):
                 raise fail(v)
-            return [None if x is None else elem(x) for x in v]
+            try:
+                return [None if x is None else elem(x) for x in v]
+            except _Mismatch as exc:
+                i = next(i for i, x in enumerate(v) if x is not None and _fails(elem, x))
+                raise exc.locate(f"{path}[]", f"{path}[{i}]") from None
         return conv_array
     if isinstance(dtype, MapType):
         val = _converter(dtype.valueType, f"{path}{{}}")
@@ -222,12 +268,19 @@ def _converter(dtype: DataType, path: str) -> Callable[[Any], Any]:
         def conv_map(v: Any) -> Any:
             if not isinstance(v, dict):
                 raise fail(v)
-            return [(k, None if x is None else val(x)) for k, x in v.items()]
+            try:
+                return [(_check_text(k, f"{path}{{}}"), None if x is None else val(x))
+                        for k, x in v.items()]
+            except _Mismatch as exc:
+                k = next(k for k, x in v.items()
+                         if _fails(lambda k: _check_text(k, ""), k)
+                         or (x is not None and _fails(val, x)))
+                raise exc.locate(f"{path}{{}}", f"{path}[{json.dumps(k)}]") from None
         return conv_map
     if isinstance(dtype, StringType):
         def conv_str(v: Any) -> Any:
             if isinstance(v, str):
-                return v
+                return _check_text(v, path)
             if isinstance(v, dict | list):
                 return json.dumps(v, separators=(",", ":"))
             return json.dumps(v)
@@ -251,7 +304,10 @@ def _converter(dtype: DataType, path: str) -> Callable[[Any], Any]:
         def conv_float(v: Any) -> Any:
             if isinstance(v, bool) or not isinstance(v, int | float):
                 raise fail(v)
-            return float(v)
+            try:
+                return float(v)
+            except OverflowError:  # an integer of hundreds of digits
+                raise fail(v) from None
         return conv_float
     if isinstance(dtype, DecimalType):
         def conv_dec(v: Any) -> Any:
@@ -259,9 +315,17 @@ def _converter(dtype: DataType, path: str) -> Callable[[Any], Any]:
                 raise fail(v)
             try:
                 d = decimal.Decimal(str(v))
-            except decimal.InvalidOperation:
+                if not d.is_finite():
+                    raise fail(v)
+                # quantize raises InvalidOperation past the context's 28 digits: the
+                # context is made wide enough for any value that could fit the type.
+                with decimal.localcontext() as ctx:
+                    ctx.prec = max(ctx.prec, dtype.precision + 2)
+                    if d.adjusted() >= dtype.precision - dtype.scale:
+                        raise fail(v)
+                    q = d.quantize(decimal.Decimal(1).scaleb(-dtype.scale))
+            except decimal.DecimalException:
                 raise fail(v) from None
-            q = d.quantize(decimal.Decimal(1).scaleb(-dtype.scale))
             if len(q.as_tuple().digits) > dtype.precision:
                 raise fail(v)
             return q
@@ -287,7 +351,7 @@ def _converter(dtype: DataType, path: str) -> Callable[[Any], Any]:
         def conv_bin(v: Any) -> Any:
             if not isinstance(v, str):
                 raise fail(v)
-            return v.encode()
+            return _check_text(v, path).encode()
         return conv_bin
     raise ConfigError(f"valueSchema type {dtype.simpleString()} is not supported")
 
@@ -300,17 +364,28 @@ class ValueParser:
         self.convert = _converter(value_schema, "")
 
     def parse(self, fields: dict[bytes, bytes]) -> tuple[Any, str | None]:
+        """(value, None) or (None, why): never raises for any payload."""
+        name = printable(self.field.decode("utf-8", "backslashreplace"))
         raw = fields.get(self.field)
         if raw is None:
-            return None, f"field '{self.field.decode()}' is missing"
+            return None, f"field '{name}' is missing"
         try:
-            doc = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            return None, f"malformed JSON in field '{self.field.decode()}': {exc}"
+            # Decoded strictly here, not by json.loads(bytes): that decodes with
+            # 'surrogatepass' and so accepts CESU-8 surrogate bytes (ED A0 80..ED BF BF).
+            doc = json.loads(raw.decode(json.detect_encoding(raw)))
+        except UnicodeDecodeError as exc:
+            return None, (f"malformed JSON in field '{name}': not valid "
+                          f"{exc.encoding.upper()} text ({exc.reason} at byte {exc.start})")
+        except (ValueError, RecursionError) as exc:
+            return None, f"malformed JSON in field '{name}': {printable(str(exc))}"
         try:
             return self.convert(doc), None
         except _Mismatch as exc:
-            return None, f"JSON in field '{self.field.decode()}' does not match valueSchema: {exc}"
+            return None, (f"JSON in field '{name}' does not match valueSchema: "
+                          f"{printable(str(exc))}")
+        except Exception as exc:  # one entry's value must never fail its batch
+            return None, (f"JSON in field '{name}' could not be converted to valueSchema: "
+                          f"{type(exc).__name__}: {printable(str(exc))}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,8 +410,40 @@ class BatchBuilder:
               delivery_counts: Sequence[int] | int | None) -> pa.RecordBatch:
         """``delivery_counts``: one per entry, one for all, or None (batch reads: no group).
 
-        Vectorised: the raw reply becomes Arrow arrays in C (pyarrow), not row by row.
+        Vectorised: the raw reply becomes Arrow arrays in C (pyarrow), not row by row. No
+        entry's content can make it raise (a payload that does not parse gets its ``error``);
+        should anything else fail, the error names the stream and the entry to look at.
         """
+        try:
+            return self._build(stream, entries, delivery_counts)
+        except Exception as exc:
+            raise self._name_entry(stream, entries, delivery_counts, exc) from exc
+
+    def _name_entry(self, stream: str, entries: Sequence[Sequence[Any]],
+                    delivery_counts: Sequence[int] | int | None, exc: Exception
+                    ) -> EntryDecodeError:
+        """The first entry that fails on its own (else the batch's ID range), as an error that
+        says how to move past it."""
+        culprit = f"{_text(entries[0][0])}..{_text(entries[-1][0])}" if entries else "?"
+        for i, entry in enumerate(entries):
+            counts = (delivery_counts if delivery_counts is None
+                      or isinstance(delivery_counts, int) else [delivery_counts[i]])
+            try:
+                self._build(stream, [entry], counts)
+            except Exception:  # looking for the entry that fails
+                culprit = _text(entry[0])
+                break
+        return EntryDecodeError(
+            f"could not turn entry {culprit} of stream {stream!r} into a row "
+            f"({type(exc).__name__}: {printable(str(exc))}). This is a bug in spark-eventbus: "
+            "please report it with the entry (redis-cli XRANGE <stream> <id> <id>). To move "
+            "past it now: copy the entry aside (XRANGE, XADD to another stream), delete it "
+            "(XDEL <stream> <id>), and restart the query with option 'failOnDataLoss' set to "
+            "'false' for the one batch that held it; the entry is then counted as lost, acked "
+            "and never delivered.")
+
+    def _build(self, stream: str, entries: Sequence[Sequence[Any]],
+               delivery_counts: Sequence[int] | int | None) -> pa.RecordBatch:
         n = len(entries)
         ids = pa.array([e[0] for e in entries], pa.binary()).cast(pa.string())
         flat = pa.array([e[1] or [] for e in entries], pa.list_(pa.binary()))
@@ -375,9 +482,30 @@ class BatchBuilder:
                 value, error = parser.parse(dict(zip(fl[0::2], fl[1::2], strict=False)))
                 parsed.append(value)
                 errors.append(error)
-            columns.append(pa.array(parsed, self.value_type))
+            columns.append(self._values(parsed, errors))
             columns.append(pa.array(errors, pa.string()))
         return pa.RecordBatch.from_arrays(columns, schema=self.arrow_schema)
+
+    def _values(self, parsed: list[Any], errors: list[str | None]) -> pa.Array:
+        """The ``value`` column. Should Arrow refuse a converted value (the converters are
+        meant to make that impossible), that entry alone gets NULL and the reason in
+        ``errors``, instead of failing the batch on every retry."""
+        try:
+            return pa.array(parsed, self.value_type)
+        except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
+            log.debug("value column fell back to per-entry conversion: %s", exc)
+        for i, value in enumerate(parsed):
+            try:
+                pa.array([value], self.value_type)
+            except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
+                parsed[i] = None
+                errors[i] = (f"the parsed value could not become an Arrow "
+                             f"{self.value_type}: {type(exc).__name__}: {printable(str(exc))}")
+        return pa.array(parsed, self.value_type)
+
+
+def _text(raw: Any) -> str:
+    return raw.decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else str(raw)
 
 
 def _to_utf8(arr: pa.Array) -> pa.Array:

@@ -265,6 +265,53 @@ def _variant_value(v: Any) -> Any:
     return json.loads(VariantVal(v["value"], v["metadata"]).toJson())
 
 
+def _pylist(arr: pa.Array) -> list[Any]:
+    """``arr.to_pylist()``, except that a string array holding bytes that are not UTF-8 (Spark
+    passes ``CAST(binary AS STRING)`` through unchecked) gives bytes instead of raising: Redis
+    values are binary-safe, so such a value is written byte for byte."""
+    try:
+        return arr.to_pylist()
+    except UnicodeDecodeError:
+        return arr.view(pa.binary()).to_pylist()
+
+
+def _invalid_utf8(arr: pa.Array) -> list[int]:
+    """Positions of the values of string array ``arr`` that are not valid UTF-8."""
+    try:
+        arr.view(pa.binary()).cast(pa.string())
+        return []
+    except pa.ArrowInvalid:
+        pass
+    out = []
+    for i, v in enumerate(arr.view(pa.binary()).to_pylist()):
+        try:
+            v is None or v.decode("utf-8")
+        except UnicodeDecodeError:
+            out.append(i)
+    return out
+
+
+def _nested_values(arr: pa.Array) -> tuple[list[Any], dict[int, str]]:
+    """``to_pylist()`` of a nested column; a row holding a string that is not UTF-8 becomes
+    None with a reason (JSON text cannot carry those bytes) instead of failing the batch."""
+    try:
+        return arr.to_pylist(), {}
+    except UnicodeDecodeError:
+        pass
+    values: list[Any] = []
+    bad: dict[int, str] = {}
+    for i in range(len(arr)):
+        try:
+            values.append(arr[i].as_py())
+        except UnicodeDecodeError as exc:
+            values.append(None)
+            bad[i] = ("unsupported value: a string inside is not valid UTF-8 "
+                      f"({exc.reason} at byte {exc.start}; e.g. binary cast to STRING), "
+                      "which JSON text cannot hold; cast it to BINARY (base64 in JSON) or "
+                      "repair it with make_valid_utf8()")
+    return values, bad
+
+
 def _to_json(values: list[Any], ready: Callable[[Any], Any]
              ) -> tuple[list[str | None], dict[int, str]]:
     out: list[str | None] = []
@@ -312,8 +359,25 @@ def _encode_column(arr: pa.Array, kind: str, arrow_field: pa.Field | None = None
     if kind == NULL:
         return pa.nulls(len(arr), pa.string()), {}
     ready = _variant_value if kind == VARIANT else _json_ready(arr.type, arrow_field)
-    out, bad = _to_json(arr.to_pylist(), ready)
-    return pa.array(out, pa.string()), bad
+    values, unreadable = _nested_values(arr)
+    out, bad = _to_json(values, ready)
+    bad.update(unreadable)
+    try:
+        return pa.array(out, pa.string()), bad
+    except UnicodeEncodeError:
+        # A lone surrogate in a Python string (no Arrow input holds one, but a variant's
+        # toJson() might): JSON spells it as a \udXXX escape, which is valid UTF-8 text.
+        return pa.array([v if v is None or _utf8_ok(v) else
+                         json.dumps(json.loads(v), ensure_ascii=True, separators=(",", ":"))
+                         for v in out], pa.string()), bad
+
+
+def _utf8_ok(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _lengths(arr: pa.Array) -> np.ndarray:
@@ -333,7 +397,17 @@ def encode_batch(plan: EncodingPlan, rb: pa.RecordBatch, *, default_stream: str 
             rejects[i] = Reject(first_row + i, "no target stream",
                                      "the 'stream' column is null or empty: "
                                      "no target stream", STREAM_COLUMN, None)
-        stream_values: list[str | None] | None = targets.to_pylist()
+        not_text = _invalid_utf8(targets)
+        stream_values: list[str | None] | None = (
+            targets.to_pylist() if not not_text else
+            [None if v is None else v.decode("utf-8", "replace")
+             for v in targets.view(pa.binary()).to_pylist()])
+        for i in not_text:
+            assert stream_values is not None
+            stream_values[i] = None
+            rejects[i] = Reject(first_row + i, "no target stream",
+                                "the 'stream' column is not valid UTF-8 text: no target "
+                                "stream", STREAM_COLUMN, None)
     else:
         stream_values = None
 
@@ -369,8 +443,8 @@ def encode_batch(plan: EncodingPlan, rb: pa.RecordBatch, *, default_stream: str 
     names = plan.field_names
     for i, rej in rejects.items():
         rej.stream = _target(stream_values, default_stream, i)
-        rej.fields = [(names[j], encoded[j][i].as_py()) for j in range(len(names))
-                      if present[j, i]]
+        rej.fields = [(names[j], _pylist(encoded[j].slice(i, 1))[0])
+                      for j in range(len(names)) if present[j, i]]
 
     # Runs: rows with the same target and the same present columns, in row order per target.
     ok = np.ones(n, dtype=bool)
@@ -387,7 +461,7 @@ def encode_batch(plan: EncodingPlan, rb: pa.RecordBatch, *, default_stream: str 
     for stream, rows in _route(stream_values, default_stream, ok):
         take = pa.array(rows) if len(rows) != n else None
         taken = [a if take is None else a.take(take) for a in encoded]
-        values = [a.to_pylist() for a in taken]
+        values = [_pylist(a) for a in taken]
         pat, row_sizes = pattern[rows], sizes[rows]
         bounds = np.flatnonzero(np.diff(pat)) + 1
         starts = [0, *bounds.tolist()]
@@ -401,7 +475,7 @@ def encode_batch(plan: EncodingPlan, rb: pa.RecordBatch, *, default_stream: str 
 
 
 def _largest(encoded: list[pa.Array], plan: EncodingPlan, i: int) -> str:
-    sizes = [len(v) if (v := a[i].as_py()) is not None else -1 for a in encoded]
+    sizes = [len(v) if (v := _pylist(a.slice(i, 1))[0]) is not None else -1 for a in encoded]
     return plan.columns[int(np.argmax(sizes))].name
 
 
@@ -453,8 +527,16 @@ def _encode_fields_map(plan: EncodingPlan, rb: pa.RecordBatch,
     bad = ~valid | (hi == lo) | empty_key | null_value | (sizes > max_payload_bytes)
     if rejects:
         bad[list(rejects)] = True
-    keys = col.keys.to_pylist()
-    vals = values.to_pylist()
+    bad_keys = _invalid_utf8(col.keys)
+    keys = ([k.decode("utf-8", "backslashreplace") for k in col.keys.view(pa.binary()).to_pylist()]
+            if bad_keys else col.keys.to_pylist())
+    bad_name = None
+    if bad_keys:
+        item_bad = np.zeros(len(keys), dtype=np.int64)
+        item_bad[bad_keys] = 1
+        bad_name = per_row(item_bad) > 0
+        bad |= bad_name
+    vals = _pylist(values)
     starts, ends = lo.tolist(), hi.tolist()  # Python ints: the row loops below index with them
 
     for i in np.flatnonzero(bad).tolist():
@@ -465,6 +547,10 @@ def _encode_fields_map(plan: EncodingPlan, rb: pa.RecordBatch,
                 rule, reason = "no fields", "the 'fields' map is null: an entry needs a field"
             elif not pairs:
                 rule, reason = "no fields", "the 'fields' map is empty: an entry needs a field"
+            elif bad_name is not None and bad_name[i]:
+                rule, reason = ("field name not UTF-8", "the 'fields' map has a key that is not "
+                                "valid UTF-8 text (shown with \\xNN escapes in dlq fields): "
+                                "field names are text")
             elif empty_key[i]:
                 rule, reason = ("empty field name", "the 'fields' map has an empty key: field "
                                                     "names must be non-empty")

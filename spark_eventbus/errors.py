@@ -7,6 +7,7 @@ The whole tree::
     ├── EventBusConnectionError   Redis did not answer (retriable)
     ├── NotAStreamError           a key exists but is not a stream; it is never overwritten
     ├── DataLossError             entries were trimmed/deleted before they were read
+    ├── EntryDecodeError          an entry could not become a row (names stream and entry ID)
     ├── RedisCommandError         Redis refused a command (translated ``redis.ResponseError``)
     └── UnwritableRowError        the sink got a row it cannot write and has no deadLetterStream
 
@@ -23,11 +24,13 @@ from collections.abc import Iterable
 __all__ = [
     "ConfigError",
     "DataLossError",
+    "EntryDecodeError",
     "EventBusConnectionError",
     "EventBusError",
     "NotAStreamError",
     "RedisCommandError",
     "UnwritableRowError",
+    "printable",
     "redact",
 ]
 
@@ -56,6 +59,12 @@ class DataLossError(EventBusError):
     """Entries were trimmed or deleted before this query read them (see ``failOnDataLoss``)."""
 
 
+class EntryDecodeError(EventBusError):
+    """An entry could not be turned into a row for a reason that is not its payload's (a
+    payload that does not parse is delivered with its ``error``). The message names the stream
+    and the entry ID and says how to move past it."""
+
+
 class RedisCommandError(EventBusError):
     """Redis answered a command with an error."""
 
@@ -81,3 +90,10 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
         if secret:
             text = text.replace(secret, "***")
     return text
+
+
+def printable(text: str) -> str:
+    """``text`` with lone surrogates as ``\\udXXX`` escapes: safe to put in an Arrow string, a
+    Redis field or a log line. Messages that quote input (a reason, a JSON path) pass through
+    here, so no message can fail to encode."""
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
