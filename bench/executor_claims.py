@@ -11,7 +11,7 @@ in one driver, after a warm-up query of each, runs K times in turn into Spark's 
   replay: what it measures is a ceiling for that design;
 * ``floor`` — Spark's in-memory Python source (``floor.py``).
 
-It prints each run and the medians. The README's Benchmark section has the result.
+It prints each run and the medians. docs/rejected-experiments.md has the result.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 # Loaded on first use: Spark's Python processes import this package to unpickle a reader or a
 # writer, and a reader needs neither the acking writer nor the sink's encoder (which loads
-# pandas), on the path to the first batch of every query (README, Benchmark).
+# pandas), on the path to the first batch of every query (docs/performance.md).
 _LAZY = {"AckingBatchWriter": ".acking", "EventBusDataSource": ".source"}
 
 

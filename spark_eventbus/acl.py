@@ -1,6 +1,6 @@
 """Least-privilege ACL rules, one per role: the commands and key patterns each part of the
 connector needs (tested: a user with exactly the rule runs the role end to end). Print one with
-``eventbus acl-rule --role streaming-reader --stream orders``; the README lists them.
+``eventbus acl-rule --role streaming-reader --stream orders``; docs/security.md lists them.
 
 Commands run inside the connector's Lua scripts are checked against the caller's ACL too, so
 they are listed. Key patterns cover the streams and the connector's own keys for them, which all

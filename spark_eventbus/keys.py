@@ -26,7 +26,7 @@ from functools import lru_cache
 SLOTS = 16384
 PREFIX = "eventbus"
 
-# Roles of derived keys (the README's key-layout table lists each).
+# Roles of derived keys (the key-layout table, docs/key-layout.md, lists each).
 PLAN = "plan"  # hash: batch seq -> claim plan JSON, per (stream, group, consumer)
 LEASE = "lease"  # string: owner of a (stream, group, consumer), with a TTL
 SINK_MARKERS = "sink"  # set: '<partition>:<chunk>' written, per (stream, query, batch, task)

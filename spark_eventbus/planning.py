@@ -52,7 +52,7 @@ UNBOUNDED_GRANT = 2**62  # a stream's grant when the batch has no limit
 # What ``latestOffset`` may claim itself when no pre-claim is waiting to be shipped: claiming
 # this many delays the batch by much less than a batch's own fixed cost (offset and commit logs,
 # task launch), so a backlog that fits is read in one batch rather than a small first batch
-# followed by the rest (README, Benchmark).
+# followed by the rest (docs/performance.md, the first batch).
 SYNC_CLAIM_ENTRIES = 50_000
 
 

@@ -59,7 +59,7 @@ from .worker_gc import settle
 
 log = logging.getLogger("spark_eventbus")
 
-MARKER_TTL_MS = 7 * 24 * 3600 * 1000  # safety net for abandoned queries; see README
+MARKER_TTL_MS = 7 * 24 * 3600 * 1000  # safety net for abandoned queries; see docs/key-layout.md
 _BATCH_ID = "streaming.sql.batchId"  # local properties Spark sets for every micro-batch job
 _QUERY_ID = "sql.streaming.queryId"  # stable across restarts from the same checkpoint
 

@@ -63,7 +63,7 @@ def _permission_message(text: str, what: str, detail: str) -> str:
         missing = "run a command of this role"
     return (f"the Redis ACL user may not {missing} while {what} ({detail}). Give the user "
             "the rule of its role: `eventbus acl-rule --role <role> --stream <stream>` prints "
-            "it (README: ACL rules).")
+            "it (docs/security.md: ACL rules).")
 
 
 def _is_tls_failure(exc: BaseException) -> bool:

@@ -283,7 +283,7 @@ def test_starting_position_timestamp_starts_at_the_first_entry_at_or_after_it(
 
 
 class _EventBusAlerts:
-    """The README's example listener, reduced to recording what it would alert on."""
+    """The example listener of docs/operations.md, reduced to recording what it would alert on."""
 
     def __init__(self) -> None:
         from pyspark.sql.streaming import StreamingQueryListener
