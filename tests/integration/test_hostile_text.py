@@ -42,7 +42,7 @@ def test_lone_surrogate_entries_are_delivered_with_their_error_and_the_rest_flow
     df = stream_df(spark, redis_server.url, stream, group, valueSchema=SCHEMA,
                    maxEntriesPerTrigger=7, numPartitions=2)
     chk = checkpoint(tmp_path)
-    rows, q = _run(df, chk)
+    rows, _ = _run(df, chk)
     assert Counter(row["id"] for row in rows) == Counter(before + list(bad) + after)
     for row in rows:
         if row["id"] in bad:
