@@ -107,6 +107,12 @@ def translate(exc: BaseException, what: str, secrets: Iterable[str | None] = ())
             f"Redis did not answer while {what} ({detail}); check that the server at option "
             "'url' is running and reachable from the driver and every executor."
         )
+    if isinstance(exc, redis.exceptions.ReadOnlyError):
+        return EventBusConnectionError(
+            f"the Redis node answered as a read-only replica while {what} ({detail}): a "
+            "failover demoted it, or option 'url' names a replica. Nothing was written. "
+            "Point 'url' at the primary (a managed service's primary endpoint follows "
+            "failovers); a restart from the checkpoint carries on where the query stopped.")
     if isinstance(exc, redis.ResponseError):
         text = str(exc)
         if text.startswith("WRONGTYPE"):

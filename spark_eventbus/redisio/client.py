@@ -67,6 +67,12 @@ def _node_kwargs(spec: ConnectionSpec) -> dict[str, Any]:
     return kwargs
 
 
+# Retried after a reconnect: the connection broke, or the node was demoted to a replica
+# (READONLY: the command did not run, so running it again is safe; a managed primary
+# endpoint's address reaches the new primary on the reconnect).
+_RETRY_ON = [redis.ConnectionError, redis.TimeoutError, redis.exceptions.ReadOnlyError]
+
+
 def _retry() -> Retry:
     return Retry(ExponentialWithJitterBackoff(cap=2.0, base=0.05), _RETRIES)
 
@@ -93,8 +99,7 @@ def new_client(spec: ConnectionSpec) -> Redis:
     """A fresh client (bytes replies, hiredis when installed, retries with backoff): a
     :class:`redis.cluster.RedisCluster` when ``spec.url`` names any node of a cluster (it then
     discovers the others and follows MOVED/ASK), else a single-node :class:`redis.Redis`."""
-    node = redis.Redis.from_url(spec.url, retry=_retry(),
-                                retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+    node = redis.Redis.from_url(spec.url, retry=_retry(), retry_on_error=_RETRY_ON,
                                 **_node_kwargs(spec))
     try:
         cluster = not spec.url.startswith("unix://") and is_cluster_node(node)

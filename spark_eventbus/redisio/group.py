@@ -335,7 +335,33 @@ class ConsumerOps:
                 raise
             for g in groups:
                 if text(g["name"]) == self.group:
-                    lag = g.get("lag")
-                    return GroupStats(int(g["pending"]), None if lag is None else int(lag),
+                    return GroupStats(int(g["pending"]), self._lag(g),
                                       text(g["last-delivered-id"]))
         return GroupStats(None, None, None)
+
+    def _lag(self, group: dict[str, Any]) -> int | None:
+        """The server's ``lag``, checked against the positions the connector knows.
+
+        ``lag`` is ``entries-added - entries-read``; a promoted Redis 7.0 replica can hold an
+        ``entries-read`` that restarted from 0, and then reports up to the whole stream as lag
+        with nothing left to read, and too much ever after. So a non-zero lag is checked with
+        one ``XREVRANGE``: nothing after ``last-delivered-id`` is lag 0, whatever the server
+        says; entries after it with an ``entries-read`` of 0 while the group has delivered
+        entries are an unknown lag (counting them would read the stream)."""
+        lag = group.get("lag")
+        if lag is None or int(lag) == 0:
+            return None if lag is None else 0
+        last = StreamId.parse(text(group["last-delivered-id"]))
+        newest = self.redis.xrevrange(self.stream, count=1)
+        if not newest or StreamId.parse(text(newest[0][0])) <= last:
+            return 0
+        if not int(group.get("entries-read") or 0) and last != StreamId(0, 0):
+            return None
+        return int(lag)
+        last = StreamId.parse(text(group["last-delivered-id"]))
+        if int(lag) == 0 or int(group.get("entries-read") or 0) or last == StreamId(0, 0):
+            return int(lag)
+        newest = self.redis.xrevrange(self.stream, count=1)
+        if not newest or StreamId.parse(text(newest[0][0])) <= last:
+            return 0
+        return None

@@ -1,0 +1,119 @@
+"""Replicated Redis (issue 25): what the connector reports and does around a promotion."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import pytest
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import functions as F
+
+from spark_eventbus.redisio import ConnectionSpec
+from spark_eventbus.redisio.group import ConsumerOps
+from tests.integration.helpers import pending, produce, stream_df, wait_for
+from tests.redis_sentinel import ReplicaServer
+from tests.redis_server import RedisServer
+
+pytestmark = pytest.mark.integration
+
+
+def test_lag_is_not_the_streams_length_when_the_servers_entries_read_cannot_be_right(
+        redis_server, names):
+    """A promoted Redis 7.0 replica can report ``entries-read`` 0 for a group that has read
+    everything, and so ``lag`` = the stream's length. The same state, made with
+    ``XGROUP SETID … ENTRIESREAD 0``: progress shows lag 0 when nothing is left to read, and
+    unknown (None) when something is, never the stream's length."""
+    r = redis_server.client()
+    stream, group = names["stream"], names["group"]
+    produce(r, stream, 50)
+    r.xgroup_create(stream, group, id="0")
+    r.xreadgroup(group, "c", {stream: ">"}, count=100)
+    ops = ConsumerOps(ConnectionSpec(redis_server.url), stream, group, "c")
+    assert ops.stats().lag == 0
+    last = r.xinfo_groups(stream)[0]["last-delivered-id"]
+    r.execute_command("XGROUP", "SETID", stream, group, last, "ENTRIESREAD", 0)
+    assert r.xinfo_groups(stream)[0]["lag"] == 50  # what the server says
+    assert ops.stats().lag == 0
+    produce(r, stream, 5, start=50)
+    assert r.xinfo_groups(stream)[0]["lag"] == 55
+    assert ops.stats().lag is None
+    r.xreadgroup(group, "c", {stream: ">"}, count=100)  # the server counts on from 0
+    assert r.xinfo_groups(stream)[0]["lag"] == 50  # still wrong: nothing is left to read
+    assert ops.stats().lag == 0
+
+
+@pytest.fixture
+def failed_over_pair(tmp_path):  # type: ignore[no-untyped-def]
+    """A primary ``old`` with a replica ``new``; ``demote()`` fails over as Sentinel or a
+    managed service does: ``new`` promoted, ``old`` back as its replica (answers READONLY)."""
+    old = RedisServer(tmp_path / "old").start()
+    new = ReplicaServer(tmp_path / "new", old.port, priority=10).start()
+
+    def demote() -> None:
+        wait_for(lambda: new.client().info("replication")["master_link_status"] == "up",
+                 what="replica in sync")
+        wait_for(lambda: old.client().info("replication")["slave0"]["offset"]
+                 == old.client().info("replication")["master_repl_offset"],
+                 what="replica caught up")
+        new.client().replicaof("NO", "ONE")
+        old.client().replicaof("127.0.0.1", str(new.port))
+        wait_for(lambda: old.client().info("replication")["master_link_status"] == "up",
+                 what="old primary following the new one")
+
+    try:
+        yield old, new, demote
+    finally:
+        new.stop()
+        old.stop()
+
+
+def test_a_demoted_node_at_a_fixed_address_fails_writes_retriably_and_writes_nothing(
+        spark, failed_over_pair, names):
+    old, new, demote = failed_over_pair
+    out = names["stream"]
+    df = spark.range(20).select(F.col("id").cast("string").alias("n"))
+
+    def write() -> None:
+        (df.write.format("eventbus").option("url", old.url).option("stream", out)
+         .mode("append").save())
+
+    write()
+    demote()
+    with pytest.raises(Exception) as err:
+        write()
+    message = str(err.value)
+    assert "read-only replica" in message and "EventBusConnectionError" in message, message
+    assert new.client().xlen(out) == old.client().xlen(out) == 20  # nothing half-written
+    # Pointed at the new primary, the same write goes through.
+    (df.write.format("eventbus").option("url", new.url).option("stream", out)
+     .mode("append").save())
+    assert new.client().xlen(out) == 40
+
+
+def test_a_query_whose_node_is_demoted_stops_retriably_and_carries_on_at_the_new_primary(
+        spark, failed_over_pair, names, tmp_path):
+    old, new, demote = failed_over_pair
+    stream, group = names["stream"], names["group"]
+    first = produce(old.client(), stream, 30)
+    chk = str(tmp_path / "chk")
+    seen: list[str] = []
+
+    def run(url: str) -> Any:
+        q = (stream_df(spark, url, stream, group, maxEntriesPerTrigger=10)
+             .writeStream.foreachBatch(lambda b, _: seen.extend(r["id"] for r in b.collect()))
+             .trigger(availableNow=True).option("checkpointLocation", chk).start())
+        with contextlib.suppress(StreamingQueryException):  # returned below
+            q.awaitTermination(300)
+        return q.exception()
+
+    assert run(old.url) is None
+    assert sorted(seen) == sorted(first)
+    second = produce(old.client(), stream, 30, start=30)
+    demote()
+    error = run(old.url)
+    assert error is not None and "read-only replica" in str(error), error
+    assert not [i for i in second if i in seen]  # nothing of the new entries was delivered
+    assert run(new.url) is None
+    assert sorted(seen) == sorted(first + second)
+    assert pending(new.client(), stream, group) == 0
