@@ -65,6 +65,27 @@ def test_pipe_job_against_the_connect_server(connect_server, redis_server, names
     assert pending(r, names["stream"], names["group"]) == 0
 
 
+def test_writes_from_client_threads_need_no_register(connect_server, redis_server, names):
+    """Issue 29 under Connect: the server runs each request with its session active, so writes
+    and a streaming start from new client threads find format("eventbus") with no call."""
+    r = redis_server.client()
+    ids = produce(r, names["stream"], 600)
+    prefix = names["stream"] + ":t"
+    run = subprocess.run(
+        [sys.executable, str(JOBS / "connect_threads.py"), "--remote", connect_server.remote,
+         "--url", redis_server.url, "--source", names["stream"], "--prefix", prefix],
+        capture_output=True, text=True, timeout=600, env=_client_env())
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == {"writes": [None] * 4,
+                                                               "stream": None, "register": None}
+    for i in range(4):
+        entries = [f for _, f in r.xrange(f"{prefix}:{i}")]
+        assert Counter(int(f[b"n"]) for f in entries) == Counter(range(500))
+    copied = Counter(f[b"src"].decode() for _, f in r.xrange(names["stream"] + ":copy"))
+    assert copied == Counter(ids)
+    assert pending(r, names["stream"], "g") == 0
+
+
 def test_a_connect_server_without_the_package_says_what_to_install(redis_server,
                                                                    tmp_path_factory):
     work = tmp_path_factory.mktemp("bare-connect")
