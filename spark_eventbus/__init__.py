@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._version import __version__ as __version__
 from .errors import (
     ConfigError,
     DataLossError,
@@ -54,7 +55,6 @@ __all__ = [
     "UnwritableRowError",
     "register",
 ]
-__version__ = "0.1.0"
 
 
 def register(spark: SparkSession) -> None:

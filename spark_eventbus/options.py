@@ -24,9 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, redact
+from .connection import (
+    DEFAULT_URL,
+    ConnectionSpec,
+    check_tls,
+    check_url,
+    connection_spec,
+)
+from .errors import ConfigError
 from .ids import StreamId
-from .redisio.client import ConnectionSpec
 
 log = logging.getLogger("spark_eventbus")
 
@@ -35,8 +41,6 @@ READS = frozenset({BATCH, STREAMING})
 ALL = frozenset({BATCH, STREAMING, SINK})
 _MODE_TEXT = {BATCH: "batch reads", STREAMING: "streaming reads", SINK: "writes"}
 
-DEFAULT_URL = "redis://localhost:6379/0"
-URL_SCHEMES = ("redis://", "rediss://", "unix://")
 DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 # Rows per sink script call; the cap keeps one call well under 50 ms of Redis time.
 MAX_CHUNK_SIZE = 10_000
@@ -159,16 +163,6 @@ def text(raw: str, name: str) -> str:
 
 def secret(raw: str, name: str) -> str | None:
     return raw or None
-
-
-def check_url(url: str, password: str | None = None, *, name: str = "option 'url'") -> str:
-    """The one URL check (options, AckingBatchWriter, CLI): a redis-py URL scheme."""
-    url = url.strip()
-    if not url.startswith(URL_SCHEMES):
-        raise ConfigError(f"{name} = {redact(url, [password])!r} is invalid: use "
-                          "redis://host:port/db, rediss://host:port/db for TLS, or "
-                          "unix:///path/to/socket.")
-    return url
 
 
 def existing_file(raw: str, name: str) -> str:
@@ -333,18 +327,6 @@ def _parse(raw: Mapping[str, Any], mode: str, family: frozenset[str], warn: bool
     return values, set(given)
 
 
-def check_tls(v: Mapping[str, Any]) -> None:
-    """TLS files need a ``rediss://`` URL; a client key needs its certificate and back."""
-    given = [n for n, a in (("tlsCaCert", "tls_ca_cert"), ("tlsCertFile", "tls_cert_file"),
-                            ("tlsSecretKeyFile", "tls_key_file")) if v.get(a)]
-    if given and not v["url"].startswith("rediss://"):
-        raise ConfigError(f"option '{given[0]}' needs TLS: use a rediss:// URL in option 'url' "
-                          "(redis:// connects without TLS).")
-    if bool(v.get("tls_cert_file")) != bool(v.get("tls_key_file")):
-        raise ConfigError("options 'tlsCertFile' and 'tlsSecretKeyFile' go together (mutual TLS): "
-                          "give both the client certificate and its key, or neither.")
-
-
 # -- reads ---------------------------------------------------------------------------------------
 
 
@@ -360,8 +342,8 @@ class _Connected:
 
     @property
     def connection(self) -> ConnectionSpec:
-        return ConnectionSpec(self.url, self.password, self.tls_ca_cert, self.tls_cert_file,
-                              self.tls_key_file)
+        return connection_spec(self.url, self.password, self.tls_ca_cert, self.tls_cert_file,
+                               self.tls_key_file)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,10 @@
 """The Redis access layer: the only part of spark-eventbus that talks to redis-py.
 
-* :mod:`.client` — :class:`ConnectionSpec` (picklable) and the per-process client cache, with
-  retries; single node today, the one place a cluster client would be made.
+* :mod:`.base` — what the layer shares from redis-py: the ``Redis`` client type, the error
+  classes, the cluster redirect replies. Imports nothing of the package.
+* :mod:`.client` — clients made from a :class:`~spark_eventbus.connection.ConnectionSpec` and
+  cached per process, with retries: a single node, or a cluster client when the URL names a
+  cluster node.
 * :mod:`.boundary` — redis-py errors become :mod:`spark_eventbus.errors` here, and only here.
 * :mod:`.scripts` — the ``lua/*.lua`` scripts, loaded once by name, run with EVALSHA.
 * :mod:`.streams` — type checks, paged XRANGE, chunked XACK, packed commands.
@@ -11,7 +14,8 @@
 
 from __future__ import annotations
 
-from .boundary import GROUP_GONE_FIX, RedisError, ResponseError, redis_errors, translate
+from .base import RedisError, ResponseError
+from .boundary import GROUP_GONE_FIX, redis_errors, translate
 from .client import ConnectionSpec, Redis, client, is_cluster, new_client
 from .deadletter import dead_letter, replay_page
 from .group import ClaimResult, ConsumerOps, GroupStats, ReclaimResult, consumer_taken_over

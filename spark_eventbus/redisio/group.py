@@ -16,14 +16,13 @@ from ..errors import ConfigError, EventBusConnectionError
 from ..ids import StreamId
 from ..keys import lease_key, plan_key
 from ..offsets import ClaimedRange, StreamBatch
-from .boundary import ResponseError, redis_errors
+from .base import CLUSTER_REDIRECTS, Redis, ResponseError
+from .boundary import redis_errors
 from .client import ConnectionSpec, client, is_cluster
 from .deadletter import dead_letter, same_slot
 from .scripts import run_script
 from .streams import (
     ACK_CHUNK,
-    CLUSTER_REDIRECTS,
-    Redis,
     entry_ids,
     key_type,
     resp_bulk,

@@ -27,8 +27,8 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from .client import Redis
-from .streams import CLUSTER_REDIRECTS, resp_bulk, text
+from .base import CLUSTER_REDIRECTS, Redis
+from .streams import resp_bulk, text
 
 # Retries of step 1-2 after a lost WATCH before the caller falls back to the script (only a
 # second attempt of the same task writing the same chunk at the same moment loses one).

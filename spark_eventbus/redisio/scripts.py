@@ -13,7 +13,7 @@ from typing import Any
 
 from redis.commands.core import Script
 
-from .client import Redis
+from .base import Redis
 
 _scripts: dict[str, Script] = {}
 _lock = threading.Lock()

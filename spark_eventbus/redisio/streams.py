@@ -6,22 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import redis
 from redis.cluster import RedisCluster
 
 from ..errors import NotAStreamError
-from .client import Redis
+from .base import Redis
 
 # IDs per XACK call: large enough to reach Redis's best per-ID cost, small enough that one call
 # stays far below the 50 ms budget of any server-side call.
 ACK_CHUNK = 1000
-
-# Replies a node gives for a key whose slot it does not serve now (cluster): it moved (MOVED),
-# is moving (ASK, TRYAGAIN), or no node serves it yet (CLUSTERDOWN). Commands sent on one node's
-# connection (:func:`send_packed`, the sink's transaction) are then sent again through the
-# cluster client, which follows redirections and refreshes its slot map.
-CLUSTER_REDIRECTS = (redis.exceptions.MovedError, redis.exceptions.AskError,
-                     redis.exceptions.TryAgainError, redis.exceptions.ClusterDownError)
 
 
 def text(value: Any) -> str:
@@ -87,7 +79,7 @@ def send_packed(r: Redis, key: str, packed: list[bytes]) -> list[Any]:
     """Send commands already encoded as RESP (``packed``, all on ``key``) in one round trip and
     read one reply each, on a pool connection of the node serving ``key``, through the client's
     ``Retry`` (only for idempotent commands: a retry sends them all again). On a cluster, a slot
-    that moved or is moving raises one of :data:`CLUSTER_REDIRECTS` (not retried here): the
+    that moved or is moving raises one of :data:`.base.CLUSTER_REDIRECTS` (not retried here): the
     caller sends the commands again through the cluster client, which follows it."""
     node = r.get_node_from_key(key).redis_connection if isinstance(r, RedisCluster) else r
     pool = node.connection_pool
