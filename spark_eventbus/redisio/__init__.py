@@ -9,6 +9,7 @@
 * :mod:`.scripts` — the ``lua/*.lua`` scripts, loaded once by name, run with EVALSHA.
 * :mod:`.streams` — type checks, paged XRANGE, chunked XACK, packed commands.
 * :mod:`.produce` — a chunk of XADDs with its idempotency marker as one transaction.
+* :mod:`.markers` — the sink's marker registry and marker pruning after a commit.
 * :mod:`.group` — what one consumer of one group does on one stream (claims, plans, acks).
 """
 
@@ -19,9 +20,19 @@ from .boundary import GROUP_GONE_FIX, redis_errors, translate
 from .client import ConnectionSpec, Redis, client, is_cluster, new_client
 from .deadletter import dead_letter, replay_page
 from .group import ClaimResult, ConsumerOps, GroupStats, ReclaimResult, consumer_taken_over
-from .produce import NO_TRIM, Trim, add_chunk
+from .markers import delete_keys, forget_batches, record_markers
+from .produce import NO_TRIM, Trim, add_chunk, write_chunk
 from .scripts import run_script, script_text
-from .streams import ACK_CHUNK, key_type, stream_exists, text, xack, xrange_pages
+from .streams import (
+    ACK_CHUNK,
+    check_streams,
+    key_type,
+    stream_exists,
+    stream_span,
+    text,
+    xack,
+    xrange_pages,
+)
 
 __all__ = [
     "ACK_CHUNK",
@@ -37,19 +48,25 @@ __all__ = [
     "ResponseError",
     "Trim",
     "add_chunk",
+    "check_streams",
     "client",
     "consumer_taken_over",
     "dead_letter",
+    "delete_keys",
+    "forget_batches",
     "is_cluster",
     "key_type",
     "new_client",
+    "record_markers",
     "redis_errors",
     "replay_page",
     "run_script",
     "script_text",
     "stream_exists",
+    "stream_span",
     "text",
     "translate",
+    "write_chunk",
     "xack",
     "xrange_pages",
 ]

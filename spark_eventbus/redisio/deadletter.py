@@ -19,13 +19,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..keys import dead_letter_marker_key, key_slot, replay_marker_key
+from ..keys import BOOKKEEPING_TTL_MS, dead_letter_marker_key, key_slot, replay_marker_key
 from .client import ConnectionSpec, Redis, client, is_cluster
 from .scripts import run_script
 from .streams import text, xack
 
 # Markers live only between steps 2 and 3; the TTL removes those of a move that never resumed.
-MARKER_TTL_MS = 7 * 24 * 3600 * 1000
+MARKER_TTL_MS = BOOKKEEPING_TTL_MS
 
 
 def same_slot(r: Redis, a: str, b: str) -> bool:

@@ -1,5 +1,6 @@
 """Stream commands shared by the reader, the sink, the acking writer and the CLI: type checks,
-paged XRANGE, chunked XACK, and reply decoding."""
+paged XRANGE, chunked XACK, reply decoding; and, taking a :class:`ConnectionSpec` and
+translating errors at this edge, the target checks of the sink and the span of a batch read."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ from typing import Any
 
 from redis.cluster import RedisCluster
 
+from ..connection import ConnectionSpec
 from ..errors import NotAStreamError
 from .base import Redis
+from .boundary import redis_errors
+from .client import client
 
 # IDs per XACK call: large enough to reach Redis's best per-ID cost, small enough that one call
 # stays far below the 50 ms budget of any server-side call.
@@ -96,3 +100,31 @@ def send_packed(r: Redis, key: str, packed: list[bytes]) -> list[Any]:
         raise
     finally:
         pool.release(conn)
+
+
+# -- with a spec: the client is taken and redis-py errors are translated here ---------------
+
+
+def check_streams(spec: ConnectionSpec, keys: Sequence[tuple[str, str]], what: str) -> None:
+    """Each ``(key, fix)`` of ``keys`` is a stream or missing; any other type raises
+    :class:`NotAStreamError` ending with ``fix``. Redis answering is part of the check."""
+    with redis_errors(what, spec):
+        r = client(spec)
+        for key, fix in keys:
+            stream_exists(r, key, fix)
+
+
+def stream_span(spec: ConnectionSpec, stream: str, start: str, end: str, what: str, fix: str
+                ) -> tuple[Any, Any] | None:
+    """The IDs of the first and the last entry of ``stream`` within ``start``..``end``
+    (``XRANGE``/``XREVRANGE`` ``COUNT 1``), or ``None`` when there is none or the key is
+    missing; a key of another type raises :class:`NotAStreamError` ending with ``fix``."""
+    with redis_errors(what, spec):
+        r = client(spec)
+        if not stream_exists(r, stream, fix):
+            return None
+        first: Any = r.xrange(stream, start, end, count=1)
+        last: Any = r.xrevrange(stream, end, start, count=1)
+        if not first:
+            return None
+        return first[0][0], last[0][0]
