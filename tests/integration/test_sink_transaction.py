@@ -6,7 +6,6 @@ script path."""
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 from typing import Any
 
@@ -111,11 +110,11 @@ def test_trimming_in_the_transaction(redis_server, names):
     assert r.xlen(old) == 5 and b"ancient" not in {f[b"n"] for _, f in r.xrange(old)}
 
 
-def test_on_a_cluster_a_moved_slot_sends_the_chunk_to_the_script(redis_cluster):
+def test_on_a_cluster_a_moved_slot_sends_the_chunk_to_the_script(redis_cluster, names):
     """A client whose slot map is stale gets MOVED inside the transaction: ``add_chunk``
     writes nothing and says so; the script through the cluster client (which follows MOVED)
     then writes the chunk with the same marker, once."""
-    stream = f"tx{uuid.uuid4().hex[:6]}:orders"
+    stream = f"tx{names['tag']}:orders"
     spec = ConnectionSpec(redis_cluster.url)
     stale = new_client(spec)
     stale.ping(target_nodes=stale.get_primaries())
