@@ -3,11 +3,11 @@
 Driver side: the writer objects check options, schema and target keys before any task runs,
 and after each batch commits prune the idempotency markers Spark no longer needs.
 Executor side: :func:`write_partition` encodes Arrow batches (:mod:`.encoding`), cuts them into
-chunks and writes each chunk as one transaction (:func:`.redisio.add_chunk`: ``WATCH`` the
-marker set of this (stream, query, batch, partition), then ``MULTI``, the ``XADD``s, the marker
-``<partition>:<chunk>``, ``EXEC``), or, where that path cannot (a cluster slot on the move, an
-ACL user without the transaction commands), one Lua call (``lua/sink_chunk.lua``) with the
-same marker. A replayed
+chunks (:mod:`.chunking`) and writes each chunk with :func:`.redisio.write_chunk`: one
+transaction (``WATCH`` the marker set of this (stream, query, batch, partition), then
+``MULTI``, the ``XADD``s, the marker ``<partition>:<chunk>``, ``EXEC``), or, where that path
+cannot (a cluster slot on the move, an ACL user without the transaction commands), one Lua
+call (``lua/sink_chunk.lua``) with the same marker. A replayed
 batch — task retry, speculative attempt, or the whole batch again after a driver crash — finds
 the markers of chunks already written and adds nothing twice.
 
@@ -31,16 +31,8 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from .encoding import (
-    Chunker,
-    EncodingPlan,
-    Reject,
-    WriteChunk,
-    chunk_args,
-    dead_letter_run,
-    encode_batch,
-    xadd_commands,
-)
+from .chunking import Chunker, WriteChunk, chunk_args, xadd_commands
+from .encoding import Reject, dead_letter_run, encode_batch
 from .errors import ConfigError, EventBusError, UnwritableRowError
 from .keys import BOOKKEEPING_TTL_MS, sink_marker_key, sink_registry_key
 from .options import SinkOptions
@@ -53,6 +45,7 @@ from .redisio import (
     record_markers,
     write_chunk,
 )
+from .sink_schema import EncodingPlan
 from .worker_gc import settle
 
 log = logging.getLogger("spark_eventbus")

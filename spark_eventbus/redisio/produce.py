@@ -30,11 +30,12 @@ import redis
 from redis.cluster import RedisCluster
 
 from ..connection import ConnectionSpec
+from ..resp import command
 from .base import CLUSTER_REDIRECTS, Redis
 from .boundary import redis_errors
 from .client import client
 from .scripts import run_script
-from .streams import resp_bulk, text
+from .streams import text
 
 # Retries of step 1-2 after a lost WATCH before the caller falls back to the script (only a
 # second attempt of the same task writing the same chunk at the same moment loses one).
@@ -46,9 +47,9 @@ log = logging.getLogger("spark_eventbus")
 TRANSACTION_COMMANDS = ("watch", "multi", "exec", "discard", "srem")
 _warned_noperm = False
 
-_MULTI = b"*1\r\n$5\r\nMULTI\r\n"
-_EXEC = b"*1\r\n$4\r\nEXEC\r\n"
-_DISCARD = b"*1\r\n$7\r\nDISCARD\r\n"
+_MULTI = command("MULTI")
+_EXEC = command("EXEC")
+_DISCARD = command("DISCARD")
 
 
 @dataclass(frozen=True)
@@ -62,12 +63,6 @@ class Trim:
 
 
 NO_TRIM = Trim()
-
-
-def command(*args: bytes | str | int) -> bytes:
-    """One command as RESP."""
-    parts = [a if isinstance(a, bytes) else str(a).encode() for a in args]
-    return b"*%d\r\n" % len(parts) + resp_bulk(parts)
 
 
 class _Redirected(redis.ResponseError):

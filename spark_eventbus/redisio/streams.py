@@ -63,11 +63,6 @@ def entry_ids(reply: Any) -> list[bytes]:
     return [e[0] for e in entries]
 
 
-def resp_bulk(items: Sequence[bytes]) -> bytes:
-    """``items`` as consecutive RESP bulk strings (arguments of a pre-packed command)."""
-    return b"".join([b"$%d\r\n%s\r\n" % (len(i), i) for i in items])
-
-
 def xack(r: Redis, stream: str, group: str, ids: Sequence[str], per_call: int = ACK_CHUNK
          ) -> int:
     """XACK ``ids`` in calls of ``per_call`` IDs, pipelined; the number acked."""

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import redis
 
-from spark_eventbus.encoding import Run, WriteChunk, xadd_commands
+from spark_eventbus.chunking import WriteChunk, xadd_commands
+from spark_eventbus.encoding import Run
 from spark_eventbus.keys import key_slot, sink_marker_key
 from spark_eventbus.redisio import ConnectionSpec, Trim, add_chunk, new_client, run_script
 from spark_eventbus.redisio.produce import _once
@@ -127,7 +128,7 @@ def test_on_a_cluster_a_moved_slot_sends_the_chunk_to_the_script(redis_cluster, 
     assert add_chunk(stale, stream, xadd_commands(chunk), 50, marker, "0:0", 60_000) is None
     r = redis_cluster.client()
     assert r.exists(stream) == 0 and r.exists(marker) == 0
-    from spark_eventbus.encoding import chunk_args
+    from spark_eventbus.chunking import chunk_args
 
     added, skipped = run_script(stale, "sink_chunk", [stream, marker],
                                 ["0:0", 60_000, "", "", "", "~", *chunk_args(chunk)])

@@ -5,7 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-SINK_MODULES = ("spark_eventbus.encoding", "spark_eventbus.sink", "spark_eventbus.acking")
+SINK_MODULES = ("spark_eventbus.sink_schema", "spark_eventbus.field_values",
+                "spark_eventbus.encoding", "spark_eventbus.chunking", "spark_eventbus.sink",
+                "spark_eventbus.acking")
 
 
 def _loaded_after(code: str) -> set[str]:
