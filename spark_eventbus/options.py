@@ -180,7 +180,7 @@ def url(raw: str, name: str) -> str:
 
 
 def value_schema(raw: str, name: str) -> str:
-    from .decoding import parse_value_schema  # local: keeps options light to import
+    from .value_schema import parse_value_schema  # local: keeps options light to import
 
     parse_value_schema(raw)  # raises ConfigError naming the option
     return raw
