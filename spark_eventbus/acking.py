@@ -21,7 +21,7 @@ from . import _portable
 from ._version import __version__
 from .connection import DEFAULT_URL, ConnectionSpec, connection_spec
 from .errors import ConfigError, EventBusError, printable
-from .redisio import client, dead_letter, redis_errors, xack
+from .redisio import ack_entries, dead_letter_entries
 
 log = logging.getLogger("spark_eventbus")
 
@@ -174,17 +174,15 @@ def _chunks_per_stream(rows: Iterator[Row], size: int) -> Iterator[tuple[str, li
 
 def _ack_partition(spec: ConnectionSpec, group: str, size: int, rows: Iterator[Row]) -> None:
     """Executor: XACK the partition's IDs, one call per ``size`` IDs per stream."""
-    r = client(spec)
-    with redis_errors("acking handled entries", spec):
-        for stream, chunk in _chunks_per_stream(rows, size):
-            xack(r, stream, group, [row["id"] for row in chunk], per_call=size)
+    for stream, chunk in _chunks_per_stream(rows, size):
+        ack_entries(spec, stream, group, [row["id"] for row in chunk], size,
+                    "acking handled entries")
 
 
 def _dead_letter_partition(spec: ConnectionSpec, group: str, dlq: str, size: int,
                            rows: Iterator[Row]) -> None:
     """Executor: move malformed entries to ``dlq`` and ack them, one Lua call per chunk."""
-    with redis_errors(f"dead-lettering entries to {dlq!r}", spec):
-        for stream, chunk in _chunks_per_stream(rows, size):
-            dead_letter(spec, stream, dlq, group,
-                        [(row["id"], printable(row["reason"]), row["deliveries"] or "")
-                         for row in chunk])
+    for stream, chunk in _chunks_per_stream(rows, size):
+        dead_letter_entries(spec, stream, dlq, group,
+                            [(row["id"], printable(row["reason"]), row["deliveries"] or "")
+                             for row in chunk])

@@ -18,13 +18,14 @@ from __future__ import annotations
 from .base import RedisError, ResponseError
 from .boundary import GROUP_GONE_FIX, redis_errors, translate
 from .client import ConnectionSpec, Redis, client, is_cluster, new_client
-from .deadletter import dead_letter, replay_page
+from .deadletter import dead_letter, dead_letter_entries, replay_page
 from .group import ClaimResult, ConsumerOps, GroupStats, ReclaimResult, consumer_taken_over
 from .markers import delete_keys, forget_batches, record_markers
 from .produce import NO_TRIM, Trim, add_chunk, write_chunk
 from .scripts import run_script, script_text
 from .streams import (
     ACK_CHUNK,
+    ack_entries,
     check_streams,
     key_type,
     stream_exists,
@@ -47,11 +48,13 @@ __all__ = [
     "RedisError",
     "ResponseError",
     "Trim",
+    "ack_entries",
     "add_chunk",
     "check_streams",
     "client",
     "consumer_taken_over",
     "dead_letter",
+    "dead_letter_entries",
     "delete_keys",
     "forget_batches",
     "is_cluster",

@@ -20,7 +20,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..keys import BOOKKEEPING_TTL_MS, dead_letter_marker_key, key_slot, replay_marker_key
-from .client import ConnectionSpec, Redis, client, is_cluster
+from .base import Redis
+from .boundary import redis_errors
+from .client import ConnectionSpec, client, is_cluster
 from .scripts import run_script
 from .streams import text, xack
 
@@ -96,3 +98,11 @@ def replay_page(spec: ConnectionSpec, dlq: str, target: str, count: int, after: 
         r.xdel(dlq, *gone)
         r.srem(marker, *gone)
     return len(gone), int(kept), text(page[-1][0])
+
+
+def dead_letter_entries(spec: ConnectionSpec, source: str, dlq: str, group: str,
+                        entries: Sequence[tuple[str, str, str]]) -> tuple[int, int]:
+    """:func:`dead_letter` for callers outside the layer: errors come out translated
+    ("dead-lettering entries to <dlq>")."""
+    with redis_errors(f"dead-lettering entries to {dlq!r}", spec):
+        return dead_letter(spec, source, dlq, group, entries)

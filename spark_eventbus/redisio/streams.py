@@ -123,3 +123,11 @@ def stream_span(spec: ConnectionSpec, stream: str, start: str, end: str, what: s
         if not first:
             return None
         return first[0][0], last[0][0]
+
+
+def ack_entries(spec: ConnectionSpec, stream: str, group: str, ids: Sequence[str],
+                per_call: int, what: str) -> int:
+    """:func:`xack` with the process's client for ``spec``, errors translated (``what``: what
+    the caller was doing). Idempotent: an ID no longer pending is not counted."""
+    with redis_errors(what, spec):
+        return xack(client(spec), stream, group, ids, per_call)
