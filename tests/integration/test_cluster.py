@@ -279,8 +279,8 @@ def _copied(r, target: str) -> Counter[str]:  # type: ignore[no-untyped-def]
 
 def test_slots_move_to_another_master_while_a_copy_query_runs(
         spark, redis_cluster, tmp_path, names):
-    """Source and target slots are migrated (ASK during, MOVED after) while entries flow:
-    every entry arrives once and nothing stays pending."""
+    """Source and target slots are migrated (ASK during, MOVED after) while entries flow and a
+    batch is in flight: every entry arrives once, those of the batches in flight included."""
     r = redis_cluster.client()
     tag = names["tag"]
     source, target = f"{{mvs{tag}}}:in", f"{{mvt{tag}}}:out"
@@ -298,8 +298,11 @@ def test_slots_move_to_another_master_while_a_copy_query_runs(
     q = _copy_query(spark, redis_cluster.url, source, target, checkpoint(tmp_path))
     t = threading.Thread(target=producer)
     t.start()
+
     def copied() -> int:
         return len(_copied(r, target))
+
+    moved_mid_batch: list[tuple[str, list[str]]] = []
 
     try:
         wait_for(lambda: copied() > 0, what="the copy query to write its first entries")
@@ -307,18 +310,19 @@ def test_slots_move_to_another_master_while_a_copy_query_runs(
             slot = key_slot(key)
             here = redis_cluster.node_of_slot(slot)
             other = next(n for n in redis_cluster.nodes if n is not here)
-            # Half-moved (MIGRATING/IMPORTING, keys on `other`: ASK) while entries flow: the
-            # query must copy more in this state, then again once `other` owns it (MOVED).
+            # The move happens mid-batch: between its two halves (the slot MIGRATING, its keys
+            # on `other`) entries claimed by the query are still pending, i.e. a batch is in
+            # flight, and it completes after the move.
             before = copied()
             redis_cluster.begin_move(slot, other)
-            wait_for(lambda before=before: copied() > before,
-                     what=f"entries copied while the slot of {key!r} is moving")
-            during = copied()
-            assert q.exception() is None, q.exception()
+            in_flight = [e["message_id"].decode()
+                         for e in r.xpending_range(source, "g", "-", "+", 10_000)]
             redis_cluster.finish_move(slot, other)
             assert redis_cluster.node_of_slot(slot) is other
-            wait_for(lambda during=during: copied() > during,
+            assert in_flight, f"no batch was in flight while the slot of {key!r} moved"
+            wait_for(lambda before=before: copied() > before,
                      what=f"entries copied after the slot of {key!r} moved")
+            moved_mid_batch.append((key, in_flight))
         stop.set()
         t.join()
         deadline = time.monotonic() + 120
@@ -331,6 +335,8 @@ def test_slots_move_to_another_master_while_a_copy_query_runs(
     got = _copied(r, target)
     assert set(got.values()) == {1}, [k for k, v in got.items() if v > 1][:5]
     assert set(got) == set(produced)
+    for key, ids in moved_mid_batch:  # the batches in flight during each move completed
+        assert set(ids) <= set(got), key
     assert len(produced) > 1000
 
 
