@@ -227,23 +227,29 @@ def _converter(dtype: DataType, path: str) -> Callable[[Any], Any]:
     raise ConfigError(f"valueSchema type {dtype.simpleString()} is not supported")
 
 
+_BOM_OR_NUL = b"\x00\xef\xfe\xff"
+
+
 class ValueParser:
     """Parses one field of each entry as JSON into the ``value`` struct; failures fill ``error``."""
 
     def __init__(self, value_field: str, value_schema: StructType) -> None:
         self.field = value_field.encode()
+        self.name = printable(value_field)
         self.convert = _converter(value_schema, "")
 
     def parse(self, fields: dict[bytes, bytes]) -> tuple[Any, str | None]:
         """(value, None) or (None, why): never raises for any payload."""
-        name = printable(self.field.decode("utf-8", "backslashreplace"))
+        name = self.name
         raw = fields.get(self.field)
         if raw is None:
             return None, f"field '{name}' is missing"
         try:
             # Decoded strictly here, not by json.loads(bytes): that decodes with
             # 'surrogatepass' and so accepts CESU-8 surrogate bytes (ED A0 80..ED BF BF).
-            doc = json.loads(raw.decode(json.detect_encoding(raw)))
+            # Only a BOM or a NUL in the first two bytes can mean UTF-16/32 (RFC 8259 §8.1).
+            utf8 = raw[:1] not in _BOM_OR_NUL and raw[1:2] != b"\x00"
+            doc = json.loads(raw.decode("utf-8" if utf8 else json.detect_encoding(raw)))
         except UnicodeDecodeError as exc:
             return None, (f"malformed JSON in field '{name}': not valid "
                           f"{exc.encoding.upper()} text ({exc.reason} at byte {exc.start})")
