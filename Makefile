@@ -49,6 +49,7 @@ soak: install
 lint: install
 	$(VENV)/bin/ruff check spark_eventbus tests bench scripts pyspark_eventbus.py
 	$(VENV)/bin/mypy
+	$(PY) scripts/check_imports.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .demo .bench

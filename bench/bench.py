@@ -41,7 +41,7 @@ import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tests.redis_server import free_port  # noqa: E402
+from tests.harness.redis_server import free_port  # noqa: E402
 
 STREAM = "bench:orders"
 # What the run measured, for the plot and ``.bench/figures.json``.
@@ -620,7 +620,7 @@ def bench_reader(r: redis.Redis, port: int, n: int) -> None:
 def bench_cluster(r: redis.Redis, port: int, n: int, work: Path) -> None:
     """The same data over three streams, one per shard of a 3-master cluster (AOF off), next to
     the same three streams on the single node: reader (one query) and sink (a stream column)."""
-    from tests.redis_cluster import RedisClusterServer
+    from tests.harness.redis_cluster import RedisClusterServer
 
     cluster = RedisClusterServer(work / "cluster", aof=False).start()
     try:

@@ -90,7 +90,7 @@ def register_prototype(spark: Any, url: str) -> None:
             from spark_eventbus.partition_reader import _builder
             from spark_eventbus.partitions import ReadSpec
             from spark_eventbus.redisio import ConnectionSpec, client
-            from spark_eventbus.redisio.streams import resp_bulk
+            from spark_eventbus.resp import bulks as resp_bulk
 
             assert isinstance(partition, Share)
             p = partition
@@ -124,7 +124,7 @@ def register_prototype(spark: Any, url: str) -> None:
                 rc.connection_pool.release(conn)
 
         def commit(self, end: dict) -> None:
-            from spark_eventbus.redisio.streams import resp_bulk
+            from spark_eventbus.resp import bulks as resp_bulk
 
             head = resp_bulk([b"XACK", self.stream.encode(), self.group.encode()])
             for k in range(PARTITIONS):

@@ -32,7 +32,7 @@ import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tests.redis_server import RedisServer  # noqa: E402
+from tests.harness.redis_server import RedisServer  # noqa: E402
 
 STREAMS = ["soak:{a}", "soak:{b}", "soak:{c}"]
 OUT = "soak:out"

@@ -13,6 +13,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from ._version import __version__ as __version__
 from .errors import (
     ConfigError,
     DataLossError,
@@ -58,7 +59,6 @@ __all__ = [
     "UnwritableRowError",
     "register",
 ]
-__version__ = "0.1.0"
 
 _REGISTERED: weakref.WeakSet[Any] = weakref.WeakSet()  # sessions register() has registered with
 _REGISTERED_LOCK = threading.Lock()

@@ -18,9 +18,10 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from . import _portable
+from ._version import __version__
+from .connection import DEFAULT_URL, ConnectionSpec, connection_spec
 from .errors import ConfigError, EventBusError, printable
-from .options import DEFAULT_URL, check_tls, check_url
-from .redisio import ConnectionSpec, client, dead_letter, redis_errors, xack
+from .redisio import ack_entries, dead_letter_entries
 
 log = logging.getLogger("spark_eventbus")
 
@@ -86,13 +87,11 @@ class AckingBatchWriter:
         if not isinstance(ack_batch_size, int) or not 1 <= ack_batch_size <= 100_000:
             raise ConfigError(f"ack_batch_size = {ack_batch_size!r} is invalid: use a whole "
                               "number from 1 to 100000.")
-        check_url(url, password, name="url")
+        self.spec = connection_spec(url, password, tls_ca_cert, tls_cert_file, tls_key_file,
+                                    url_name="url")
         if dead_letter_stream is not None and not dead_letter_stream.strip():
             raise ConfigError("dead_letter_stream is empty: name a stream or pass None.")
         self.handler = handler
-        check_tls({"url": url, "tls_ca_cert": tls_ca_cert, "tls_cert_file": tls_cert_file,
-                   "tls_key_file": tls_key_file})
-        self.spec = ConnectionSpec(url, password, tls_ca_cert, tls_cert_file, tls_key_file)
         self.group = group
         self.dead_letter_stream = dead_letter_stream
         self.ack_batch_size = ack_batch_size
@@ -102,8 +101,6 @@ class AckingBatchWriter:
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # Spark Connect pickles the foreachBatch function to the server: restored there through
         # a function pickled by value, a server without the package gets a clear error.
-        from . import __version__
-
         return _portable.reducer(self, __version__)
 
     def __repr__(self) -> str:
@@ -177,17 +174,15 @@ def _chunks_per_stream(rows: Iterator[Row], size: int) -> Iterator[tuple[str, li
 
 def _ack_partition(spec: ConnectionSpec, group: str, size: int, rows: Iterator[Row]) -> None:
     """Executor: XACK the partition's IDs, one call per ``size`` IDs per stream."""
-    r = client(spec)
-    with redis_errors("acking handled entries", spec):
-        for stream, chunk in _chunks_per_stream(rows, size):
-            xack(r, stream, group, [row["id"] for row in chunk], per_call=size)
+    for stream, chunk in _chunks_per_stream(rows, size):
+        ack_entries(spec, stream, group, [row["id"] for row in chunk], size,
+                    "acking handled entries")
 
 
 def _dead_letter_partition(spec: ConnectionSpec, group: str, dlq: str, size: int,
                            rows: Iterator[Row]) -> None:
     """Executor: move malformed entries to ``dlq`` and ack them, one Lua call per chunk."""
-    with redis_errors(f"dead-lettering entries to {dlq!r}", spec):
-        for stream, chunk in _chunks_per_stream(rows, size):
-            dead_letter(spec, stream, dlq, group,
-                        [(row["id"], printable(row["reason"]), row["deliveries"] or "")
-                         for row in chunk])
+    for stream, chunk in _chunks_per_stream(rows, size):
+        dead_letter_entries(spec, stream, dlq, group,
+                            [(row["id"], printable(row["reason"]), row["deliveries"] or "")
+                             for row in chunk])

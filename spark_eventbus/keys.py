@@ -23,6 +23,11 @@ from __future__ import annotations
 import binascii
 from functools import lru_cache
 
+# The lifetime of bookkeeping keys a query may abandon (claim plans, sink markers and their
+# registry, dead-letter and replay markers): a safety net, each is deleted when no longer
+# needed (docs/key-layout.md). The Lua scripts get it through `scripts.script_text`.
+BOOKKEEPING_TTL_MS = 7 * 24 * 3600 * 1000
+
 SLOTS = 16384
 PREFIX = "eventbus"
 

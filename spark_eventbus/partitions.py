@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
+from .connection import ConnectionSpec
 from .options import ReaderOptions
 from .planning import Slice
-from .redisio import ConnectionSpec
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,11 @@
 Driver side: the writer objects check options, schema and target keys before any task runs,
 and after each batch commits prune the idempotency markers Spark no longer needs.
 Executor side: :func:`write_partition` encodes Arrow batches (:mod:`.encoding`), cuts them into
-chunks and writes each chunk as one transaction (:func:`.redisio.add_chunk`: ``WATCH`` the
-marker set of this (stream, query, batch, partition), then ``MULTI``, the ``XADD``s, the marker
-``<partition>:<chunk>``, ``EXEC``), or, where that path cannot (a cluster slot on the move, an
-ACL user without the transaction commands), one Lua call (``lua/sink_chunk.lua``) with the
-same marker. A replayed
+chunks (:mod:`.chunking`) and writes each chunk with :func:`.redisio.write_chunk`: one
+transaction (``WATCH`` the marker set of this (stream, query, batch, partition), then
+``MULTI``, the ``XADD``s, the marker ``<partition>:<chunk>``, ``EXEC``), or, where that path
+cannot (a cluster slot on the move, an ACL user without the transaction commands), one Lua
+call (``lua/sink_chunk.lua``) with the same marker. A replayed
 batch — task retry, speculative attempt, or the whole batch again after a driver crash — finds
 the markers of chunks already written and adds nothing twice.
 
@@ -17,11 +17,10 @@ is in its commit log, so from then on batch N is never replayed.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,34 +31,26 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from .encoding import (
-    Chunker,
-    EncodingPlan,
-    Reject,
-    WriteChunk,
-    chunk_args,
-    dead_letter_run,
-    encode_batch,
-    xadd_commands,
-)
+from .chunking import Chunker, WriteChunk, chunk_args, xadd_commands
+from .encoding import Reject, dead_letter_run, encode_batch
 from .errors import ConfigError, EventBusError, UnwritableRowError
-from .keys import sink_marker_key, sink_registry_key
+from .keys import BOOKKEEPING_TTL_MS, sink_marker_key, sink_registry_key
 from .options import SinkOptions
 from .redisio import (
     NO_TRIM,
     Trim,
-    add_chunk,
-    client,
-    redis_errors,
-    run_script,
-    stream_exists,
-    text,
+    check_streams,
+    delete_keys,
+    forget_batches,
+    record_markers,
+    write_chunk,
 )
+from .sink_schema import EncodingPlan
 from .worker_gc import settle
 
 log = logging.getLogger("spark_eventbus")
 
-MARKER_TTL_MS = 7 * 24 * 3600 * 1000  # safety net for abandoned queries; see docs/key-layout.md
+MARKER_TTL_MS = BOOKKEEPING_TTL_MS  # safety net for abandoned queries; see docs/key-layout.md
 _BATCH_ID = "streaming.sql.batchId"  # local properties Spark sets for every micro-batch job
 _QUERY_ID = "sql.streaming.queryId"  # stable across restarts from the same checkpoint
 
@@ -84,13 +75,6 @@ def _dlq_extra(query: str, batch: str, partition: int) -> list[tuple[str, str]]:
             ("dlq.sink.partition", str(partition))]
 
 
-def _script_trim(trim: Trim) -> list[str]:
-    """``lua/sink_chunk.lua``'s trimming arguments."""
-    return [str(trim.max_len) if trim.max_len is not None else "", trim.min_id or "",
-            str(trim.min_age_ms) if trim.min_age_ms is not None else "",
-            "~" if trim.approximate else "="]
-
-
 def _reject_error(rejects: list[Reject], partition: int) -> UnwritableRowError:
     shown = "; ".join(
         f"row {r.row}" + (f" (column {r.column!r})" if r.column else "") + f": {r.reason}"
@@ -108,7 +92,6 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
     ``opts.idempotent``: chunks are numbered per target stream in input order."""
     settle()
     spec = opts.connection
-    r = client(spec)
     chunker = Chunker(opts.chunk_size)
     dlq = opts.dead_letter_stream
     written: Counter[str] = Counter()
@@ -121,23 +104,14 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
     def flush(chunk: WriteChunk) -> None:
         nonlocal replayed
         key = sink_marker_key(chunk.stream, query, batch, partition)
-        marker = key if opts.idempotent else None
-        member = f"{partition}:{chunk.index}"
+        member = f"{partition}:{chunk.index}" if opts.idempotent else None
         chunk_trim = NO_TRIM if chunk.stream == dlq else trim
-        with redis_errors(f"writing {chunk.rows} entries to stream {chunk.stream!r}", spec):
-            done = add_chunk(r, chunk.stream, xadd_commands(chunk), chunk.rows, marker, member,
-                             MARKER_TTL_MS, chunk_trim)
-            if done is None:  # a cluster slot on the move, lost WATCHes, an ACL refusal
-                added, skipped = run_script(
-                    r, "sink_chunk", [chunk.stream, key],
-                    [member if marker else "", MARKER_TTL_MS, *_script_trim(chunk_trim),
-                     *chunk_args(chunk)])
-            else:
-                added, skipped = done
+        added, skipped = write_chunk(spec, chunk.stream, xadd_commands(chunk), chunk.rows, key,
+                                     member, MARKER_TTL_MS, chunk_trim, lambda: chunk_args(chunk))
         if opts.idempotent:
             markers.add(key)
-        written[chunk.stream] += int(added)
-        replayed += int(skipped)
+        written[chunk.stream] += added
+        replayed += skipped
 
     for rb in batches:
         enc = encode_batch(plan, rb, default_stream=opts.stream,
@@ -184,13 +158,10 @@ def check_targets(opts: SinkOptions) -> None:
     """Driver side, before any task: Redis answers, and the static target and dead-letter keys
     are streams or missing (any other type is refused, never overwritten)."""
     spec = opts.connection
-    with redis_errors("checking the sink's target streams", spec):
-        r = client(spec)
-        for key, option in ((opts.stream, "stream"), (opts.dead_letter_stream,
-                                                      "deadLetterStream")):
-            if key is not None:
-                stream_exists(r, key, f"Server: {spec.display}. Choose another {option!r} "
-                                      "option.")
+    check_streams(spec, [(key, f"Server: {spec.display}. Choose another {option!r} option.")
+                         for key, option in ((opts.stream, "stream"),
+                                             (opts.dead_letter_stream, "deadLetterStream"))
+                         if key is not None], "checking the sink's target streams")
 
 
 class _SinkBase:
@@ -210,32 +181,22 @@ class _SinkBase:
         spec = self.opts.connection
         reg = sink_registry_key(query)
         try:
-            with redis_errors("recording the batch's idempotency markers", spec):
-                r = client(spec)
-                r.hset(reg, str(batch), json.dumps(markers))
-                r.pexpire(reg, MARKER_TTL_MS)
-                older = {text(f): v for f, v in r.hgetall(reg).items() if int(f) < batch}
+            older = record_markers(spec, reg, batch, markers, MARKER_TTL_MS)
         except EventBusError as exc:
             log.warning("spark-eventbus sink: could not record batch %d's markers (%s); they "
                         "expire within 7 days.", batch, exc)
             return
-        if older and self._delete_markers(sorted({k for v in older.values()
-                                                  for k in json.loads(v)})):
-            self._try(lambda r: r.hdel(reg, *older))  # else pruned at the next commit
+        if older and self._delete_markers(sorted({k for v in older.values() for k in v})):
+            self._try(lambda: forget_batches(spec, reg, older))  # else pruned at next commit
 
     def _delete_markers(self, keys: list[str]) -> bool:
-        def unlink(r: Any) -> None:
-            for i in range(0, len(keys), 500):
-                r.unlink(*keys[i:i + 500])
-        return self._try(unlink)
+        return self._try(lambda: delete_keys(self.opts.connection, keys))
 
-    def _try(self, op: Any) -> bool:
+    def _try(self, op: Callable[[], None]) -> bool:
         """Pruning after a commit: the batch is committed whatever happens here; markers left
         behind expire on their own (MARKER_TTL_MS)."""
-        spec = self.opts.connection
         try:
-            with redis_errors("pruning idempotency markers", spec):
-                op(client(spec))
+            op()
             return True
         except EventBusError as exc:
             log.warning("spark-eventbus sink: could not prune idempotency markers (%s); they "

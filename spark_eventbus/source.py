@@ -18,7 +18,7 @@ from .options import SinkOptions, parse_reader_options, parse_sink_options
 from .worker_gc import settle
 
 if TYPE_CHECKING:  # the sink's modules load only when a write needs them (not in readers)
-    from .encoding import EncodingPlan
+    from .sink_schema import EncodingPlan
 
 
 class EventBusDataSource(DataSource):
@@ -56,8 +56,8 @@ class EventBusDataSource(DataSource):
 
     def _sink(self, schema: StructType) -> tuple[SinkOptions, EncodingPlan]:
         """Driver side, before any task: options, schema rules, target keys and Redis."""
-        from .encoding import plan_encoding
         from .sink import check_targets
+        from .sink_schema import plan_encoding
 
         settle()
         opts = parse_sink_options(self.options)

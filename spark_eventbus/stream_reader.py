@@ -5,10 +5,11 @@
 that (:mod:`.partition_reader`). The pieces it composes each own their state:
 
 * :class:`.redisio.ConsumerOps` — one per stream: claims, plans, acks (Redis);
+* :class:`.claimer.Claimer` — the claim and reclaim loops that fill a batch;
 * :class:`.lease.ConsumerLease` — one live query per consumer;
 * :class:`.prefetch.Prefetcher` — acks the committed batch and pre-claims the next one while
   Spark runs the current one;
-* :class:`ClaimState` and :class:`SourceMetrics` below — the reader's own bookkeeping.
+* :class:`ClaimState` below and :class:`.claimer.SourceMetrics` — the reader's bookkeeping.
 
 The budget policy (how much to claim where) is pure, in :mod:`.planning`.
 """
@@ -22,7 +23,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -35,8 +36,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .errors import DataLossError, EventBusError
-from .ids import StreamId
+from .claimer import Claimer, SourceMetrics
 from .lease import ConsumerLease
 from .offsets import BatchOffset, StreamBatch
 from .options import ReaderOptions
@@ -44,20 +44,15 @@ from .partition_reader import read_slice
 from .partitions import ReadSpec, SlicePartition
 from .planning import (
     Slice,
-    claim_chunk_size,
     first_claim_allowance,
     preclaim_allowance,
-    share_budget,
     split_partitions,
-    stream_grants,
 )
 from .prefetch import Prefetcher
-from .redisio import GROUP_GONE_FIX, ClaimResult, ConsumerOps
+from .redisio import ConsumerOps
 
 log = logging.getLogger("spark_eventbus")
 
-# XAUTOCLAIM COUNT per script call: it scans at most 10x this many PEL entries.
-RECLAIM_PAGE = 500
 # Spark's driver-side process for a Python streaming source; the JVM ends it with SIGTERM.
 _RUNNER = "python_streaming_source_runner.py"
 
@@ -70,22 +65,7 @@ class ClaimState:
     acked_seq: int = -1  # batches up to this one are acked
     ack_scheduled_seq: int = -1  # ... or being acked by the prefetcher
     preclaimed_seq: int = -1  # the batch the prefetcher claims for
-    stop_after: dict[str, str | None] | None = None  # Trigger.AvailableNow: last ID per stream
-    reclaim_cursor: dict[str, str] = field(default_factory=dict)
-    reclaim_done: set[str] = field(default_factory=set)  # AvailableNow: PEL scanned once
     planned_once: bool = False  # latestOffset has run in this driver
-
-
-@dataclass
-class SourceMetrics:
-    """What the progress report counts (``reportLatestOffset``)."""
-
-    lost_ranges: int = 0
-    lost_entries: int = 0
-    dead_lettered: int = 0
-    reported_losses: set[tuple[str, str]] = field(default_factory=set)
-    # the batch planned last, per stream: (claimed new entries, reclaimed idle ones)
-    planned: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 class _Driver:
@@ -104,6 +84,7 @@ class _Driver:
         self.prefetch = Prefetcher("eventbus-preclaim")
         self.claims = ClaimState()
         self.metrics = SourceMetrics()
+        self.claimer = Claimer(opts, self.ops, self.metrics)
 
 
 class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -145,10 +126,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self.options.max_entries_per_trigger)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        claims = self.driver.claims
-        claims.stop_after = {s: op.last_generated_id() for s, op in self.ops.items()}
-        claims.reclaim_done.clear()
-        claims.reclaim_cursor.clear()
+        self.driver.claimer.stop_at({s: op.last_generated_id() for s, op in self.ops.items()})
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """Plan the next batch: recover what is already claimed for it, then reclaim and claim.
@@ -187,25 +165,25 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         allowed = first_claim_allowance(budget, used, interrupted, o.num_partitions,
                                         len(self.ops))
         if allowed is None or allowed > 0:
-            for name, got in self._reclaim_all(allowed, begin.run, seq, begin.seq).items():
+            for name, got in d.claimer.reclaim_all(allowed, begin.run, seq, begin.seq).items():
                 batches[name] = batches.get(name, StreamBatch()) + got
                 allowed = None if allowed is None else allowed - got.count
         if allowed is None or allowed > 0:
-            for name, got in self._claim_new(allowed, budget, begin.run, seq).items():
+            for name, got in d.claimer.claim_new(allowed, budget, begin.run, seq).items():
                 batches[name] = batches.get(name, StreamBatch()) + got
 
         d.metrics.planned = {name: (sum(c.count for c in b.chunks), len(b.reclaimed))
                              for name, b in batches.items()}
         first_plan, d.claims.planned_once = not d.claims.planned_once, True
         if not any(batches.values()):
-            if first_plan and d.claims.stop_after is None \
+            if first_plan and d.claimer.stop_after is None \
                     and not isinstance(limit, ReadAllAvailable):
                 # Nothing to read yet: one empty batch now makes Spark start the Python
                 # workers of this query's tasks (reader and sink), so that the first entries
                 # to arrive do not wait for that start-up (partitions() below).
                 self._start_prefetch(begin, budget, seq + 1)
                 return BatchOffset(begin.run, seq, {}).to_json()
-            self._settle(begin)
+            self._close_committed(begin)
             return start  # the very same object: Spark compares offsets as JSON text
         self._start_prefetch(begin, budget, seq + 1)
         return BatchOffset(begin.run, seq, batches).to_json()
@@ -269,7 +247,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- acks ----------------------------------------------------------------------------------
 
-    def _settle(self, committed: BatchOffset) -> None:
+    def _close_committed(self, committed: BatchOffset) -> None:
         """A batch Spark has committed: ack it (ackMode=commit), then drop plans up to it.
 
         Plans of earlier batches still present were committed too, but the driver died before
@@ -310,15 +288,15 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         run = committed.run
 
         def work(stop: threading.Event) -> bool:
-            self._settle(committed)
+            self._close_committed(committed)
             # A plan for `seq` may exist already (left by a driver that died): top it up.
             planned = sum(op.load_plan(run, seq).count for op in self.ops.values())
             left = preclaim_allowance(budget, self.options.max_entries_per_trigger, planned)
             if left > 0:
-                for got in self._reclaim_all(left, run, seq, seq - 1).values():
+                for got in d.claimer.reclaim_all(left, run, seq, seq - 1).values():
                     left -= got.count
             if left > 0:
-                claimed = self._claim_new(left, budget, run, seq, stop)
+                claimed = d.claimer.claim_new(left, budget, run, seq, stop)
                 left -= sum(b.count for b in claimed.values())
             return stop.is_set() and left > 0
 
@@ -327,145 +305,6 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         d.prefetch.start(work)
 
     # -- claims --------------------------------------------------------------------------------
-
-    def _reclaim_all(self, left: int | None, run: str, seq: int, protect_from: int
-                     ) -> dict[str, StreamBatch]:
-        """Reclaim up to ``min(reclaimMaxEntries, left)`` entries, shared across streams."""
-        o = self.options
-        if not o.reclaim_enabled:
-            return {}
-        budget = o.reclaim_max_entries if left is None else min(o.reclaim_max_entries, left)
-        out: dict[str, StreamBatch] = {}
-        for (name, op), grant in zip(self.ops.items(),
-                                     share_budget(budget, [budget] * len(self.ops)),
-                                     strict=True):
-            got = self._reclaim(name, op, grant, run, seq, protect_from)
-            if got:
-                out[name] = got
-        return out
-
-    def _claim_new(self, left: int | None, budget: int | None, run: str, seq: int,
-                   stop: threading.Event | None = None) -> dict[str, StreamBatch]:
-        """Claim up to ``left`` new entries (all when None), shared fairly across streams:
-        streams that run dry leave their share to the others."""
-        chunk_size = claim_chunk_size(budget, self.options.num_partitions, len(self.ops))
-        out: dict[str, StreamBatch] = {}
-        claimed, filled = 0, []
-        for (name, op), grant in zip(self.ops.items(), stream_grants(left, len(self.ops)),
-                                     strict=True):
-            got = self._claim(name, op, grant, chunk_size, run, seq, stop)
-            claimed += got.count
-            if got:
-                out[name] = got
-            if grant and got.count >= grant:
-                filled.append((name, op))
-        spare = 0 if left is None else left - claimed
-        for name, op in filled:
-            if spare <= 0:
-                break
-            got = self._claim(name, op, spare, chunk_size, run, seq, stop)
-            if got:
-                out[name] = out[name] + got
-                spare -= got.count
-        return out
-
-    def _claim(self, name: str, op: ConsumerOps, budget: int, chunk_size: int, run: str,
-               seq: int, stop: threading.Event | None = None) -> StreamBatch:
-        claims = self.driver.claims
-        stop_after = claims.stop_after.get(name) if claims.stop_after is not None else None
-        if claims.stop_after is not None and stop_after is None:
-            return StreamBatch()  # the stream did not exist when AvailableNow began
-        ranges = []
-        while budget > 0 and not (stop is not None and stop.is_set()):
-            res = op.claim(min(chunk_size, budget), run, seq, stop_after,
-                           self.options.fail_on_data_loss)
-            if res.lost_after:
-                self._report_loss(name, res)
-            if res.status == "nogroup":
-                raise EventBusError(
-                    f"consumer group {self.options.group!r} of stream {name!r} no longer exists: "
-                    f"it was destroyed (XGROUP DESTROY) while the query ran. {GROUP_GONE_FIX}")
-            if res.chunk is None:
-                break
-            ranges.append(res.chunk)
-            budget -= res.chunk.count
-            if res.chunk.count < chunk_size:
-                break
-        return StreamBatch(tuple(ranges))
-
-    def _reclaim(self, name: str, op: ConsumerOps, budget: int, run: str, seq: int,
-                 protect_from: int) -> StreamBatch:
-        claims = self.driver.claims
-        o = self.options
-        if budget <= 0 or name in claims.reclaim_done:
-            return StreamBatch()
-        taken: list[tuple[str, int]] = []
-        cursor = claims.reclaim_cursor.get(name, "0-0")
-        stop_after = claims.stop_after.get(name) if claims.stop_after is not None else None
-        # At most a few passes per batch: every XAUTOCLAIM call is bounded server-side.
-        for _ in range(max(4, budget // RECLAIM_PAGE + 2)):
-            res = op.reclaim(cursor, min(RECLAIM_PAGE, budget - len(taken)), o.claim_min_idle_ms,
-                             run, seq, o.max_deliveries, o.dead_letter_stream, protect_from)
-            taken += res.taken
-            dead = res.dead_lettered
-            if res.poison:
-                assert o.dead_letter_stream is not None
-                dead += op.dead_letter(o.dead_letter_stream, [
-                    (i, f"delivered {n} times (maxDeliveries={o.max_deliveries})", str(n))
-                    for i, n in res.poison])
-            self.driver.metrics.dead_lettered += dead
-            if dead:
-                log.warning("spark-eventbus: moved %d entries of stream %r delivered more than "
-                            "%d times to %r", dead, name, o.max_deliveries,
-                            o.dead_letter_stream)
-            if res.deleted:
-                self._deleted_while_pending(name, res.deleted)
-            cursor = res.cursor
-            if cursor == "0-0" or (stop_after is not None
-                                   and StreamId.parse(cursor) > StreamId.parse(stop_after)):
-                cursor = "0-0"
-                if claims.stop_after is not None:
-                    claims.reclaim_done.add(name)  # AvailableNow: one pass over the PEL is enough
-                break
-            if len(taken) >= budget:
-                break
-        claims.reclaim_cursor[name] = cursor
-        return StreamBatch((), tuple(taken))
-
-    # -- losses --------------------------------------------------------------------------------
-
-    def _report_loss(self, name: str, res: ClaimResult) -> None:
-        m = self.driver.metrics
-        what = f"{res.lost_count} entries" if res.lost_count >= 0 else "entries"
-        where = f"with IDs after {res.lost_after}"
-        if res.lost_before.startswith("("):
-            where += f" up to {res.lost_before[1:]}"
-        elif res.lost_before:
-            where += f" and before {res.lost_before}"
-        text = (f"{what} of stream {name!r} {where} were deleted or trimmed before consumer "
-                f"group {self.options.group!r} read them")
-        if self.options.fail_on_data_loss:
-            raise DataLossError(
-                f"{text}. Keep the stream longer (MAXLEN/MINID) than the query's lag, or set "
-                "option 'failOnDataLoss' to 'false' to skip them with a warning.")
-        key = (name, res.lost_after)
-        if key not in m.reported_losses:
-            m.reported_losses.add(key)
-            m.lost_ranges += 1
-            m.lost_entries += max(0, res.lost_count)
-            log.warning("spark-eventbus: %s; skipping them (failOnDataLoss=false)", text)
-
-    def _deleted_while_pending(self, name: str, ids: Sequence[str]) -> None:
-        shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
-        if self.options.fail_on_data_loss:
-            raise DataLossError(
-                f"{len(ids)} pending entries of stream {name!r} were deleted before they were "
-                f"processed: {shown}. Redis has removed them from group "
-                f"{self.options.group!r}'s pending list. Set option 'failOnDataLoss' to "
-                "'false' to skip such entries with a warning.")
-        self.driver.metrics.lost_ranges += 1
-        log.warning("spark-eventbus: %d pending entries of stream %r were deleted before they "
-                    "were processed (failOnDataLoss=false): %s", len(ids), name, shown)
 
 
 def _exit_cleanly_on_sigterm() -> None:

@@ -12,11 +12,11 @@ from typing import TypeVar
 import pytest
 from hypothesis import settings
 
-from tests.redis_cluster import RedisClusterServer
-from tests.redis_server import RedisServer, redis_binary
-from tests.redis_tls import TlsFiles, TlsRedisServer
-from tests.spark_connect import ConnectServer
-from tests.spark_standalone import StandaloneCluster
+from tests.harness.redis_cluster import RedisClusterServer
+from tests.harness.redis_server import RedisServer, redis_binary
+from tests.harness.redis_tls import TlsFiles, TlsRedisServer
+from tests.harness.spark_connect import ConnectServer
+from tests.harness.spark_standalone import StandaloneCluster
 
 ROOT = Path(__file__).resolve().parent.parent
 # Machines are noisy: no per-example time limit (Hypothesis's 200 ms deadline flakes here).
@@ -120,8 +120,11 @@ def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
 
 @pytest.fixture
 def names() -> dict[str, str]:
+    """Names of one test's keys, unique per test: a stream, its group and dead-letter stream,
+    and ``tag`` to build any other name from (queries, users, keys of a cluster test)."""
     tag = uuid.uuid4().hex[:8]
-    return {"stream": f"t{tag}:orders", "group": f"g{tag}", "dlq": f"t{tag}:orders:dlq"}
+    return {"stream": f"t{tag}:orders", "group": f"g{tag}", "dlq": f"t{tag}:orders:dlq",
+            "tag": tag}
 
 
 @pytest.fixture(scope="session")

@@ -39,7 +39,7 @@ end
 -- pre-claimed while the current one runs). A plan of another run (checkpoint) is replaced.
 -- plan.claiming, when set, is a claim in progress: {after = the group's last-delivered-id when
 -- it began} (claim.lua / claim_record.lua).
-local PLAN_TTL_MS = 7 * 24 * 3600 * 1000
+local PLAN_TTL_MS = BOOKKEEPING_TTL_MS  -- the one TTL in keys.py, put in by script_text()
 local function load_plan(key, run, seq)
   local raw = redis.call('HGET', key, seq)
   if raw then

@@ -1,23 +1,39 @@
 """The Redis access layer: the only part of spark-eventbus that talks to redis-py.
 
-* :mod:`.client` — :class:`ConnectionSpec` (picklable) and the per-process client cache, with
-  retries; single node today, the one place a cluster client would be made.
+* :mod:`.base` — what the layer shares from redis-py: the ``Redis`` client type, the error
+  classes, the cluster redirect replies. Imports nothing of the package.
+* :mod:`.client` — clients made from a :class:`~spark_eventbus.connection.ConnectionSpec` and
+  cached per process, with retries: a single node, or a cluster client when the URL names a
+  cluster node.
 * :mod:`.boundary` — redis-py errors become :mod:`spark_eventbus.errors` here, and only here.
 * :mod:`.scripts` — the ``lua/*.lua`` scripts, loaded once by name, run with EVALSHA.
 * :mod:`.streams` — type checks, paged XRANGE, chunked XACK, packed commands.
 * :mod:`.produce` — a chunk of XADDs with its idempotency marker as one transaction.
+* :mod:`.markers` — the sink's marker registry and marker pruning after a commit.
 * :mod:`.group` — what one consumer of one group does on one stream (claims, plans, acks).
 """
 
 from __future__ import annotations
 
-from .boundary import GROUP_GONE_FIX, RedisError, ResponseError, redis_errors, translate
+from .base import RedisError, ResponseError
+from .boundary import GROUP_GONE_FIX, redis_errors, translate
 from .client import ConnectionSpec, Redis, client, is_cluster, new_client
-from .deadletter import dead_letter, replay_page
+from .deadletter import dead_letter, dead_letter_entries, replay_page
 from .group import ClaimResult, ConsumerOps, GroupStats, ReclaimResult, consumer_taken_over
-from .produce import NO_TRIM, Trim, add_chunk
+from .markers import delete_keys, forget_batches, record_markers
+from .produce import NO_TRIM, Trim, add_chunk, write_chunk
 from .scripts import run_script, script_text
-from .streams import ACK_CHUNK, key_type, stream_exists, text, xack, xrange_pages
+from .streams import (
+    ACK_CHUNK,
+    ack_entries,
+    check_streams,
+    key_type,
+    stream_exists,
+    stream_span,
+    text,
+    xack,
+    xrange_pages,
+)
 
 __all__ = [
     "ACK_CHUNK",
@@ -32,20 +48,28 @@ __all__ = [
     "RedisError",
     "ResponseError",
     "Trim",
+    "ack_entries",
     "add_chunk",
+    "check_streams",
     "client",
     "consumer_taken_over",
     "dead_letter",
+    "dead_letter_entries",
+    "delete_keys",
+    "forget_batches",
     "is_cluster",
     "key_type",
     "new_client",
+    "record_markers",
     "redis_errors",
     "replay_page",
     "run_script",
     "script_text",
     "stream_exists",
+    "stream_span",
     "text",
     "translate",
+    "write_chunk",
     "xack",
     "xrange_pages",
 ]

@@ -10,8 +10,9 @@ from typing import Any
 
 from ..errors import ConfigError, EventBusError
 from ..keys import lease_key
+from .base import Redis
 from .group import before_first_entry
-from .streams import Redis, stream_exists, text
+from .streams import stream_exists, text
 
 
 @dataclass(frozen=True)

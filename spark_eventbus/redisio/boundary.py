@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 import redis
 
+from ..connection import ConnectionSpec
 from ..errors import (
     ConfigError,
     EventBusConnectionError,
@@ -21,19 +22,14 @@ from ..errors import (
     RedisCommandError,
     redact,
 )
-from .client import ConnectionSpec
+from .base import CLUSTER_REDIRECTS
 from .scripts import command_at
-from .streams import CLUSTER_REDIRECTS
 
 # A cluster that cannot serve a slot for now (failover, resharding, a master down: the
 # ClusterError family, "TTL exhausted" when TRYAGAIN or MOVED/ASK did not settle), a
 # redirection the cluster client did not get to follow, a slot no node serves: retriable.
 _CLUSTER_UNAVAILABLE = (*CLUSTER_REDIRECTS, redis.exceptions.ClusterError,
                         redis.exceptions.SlotNotCoveredError)
-
-# What redis-py raises; other modules catch these names instead of importing redis.
-RedisError = redis.RedisError
-ResponseError = redis.ResponseError
 
 
 _NOPERM_COMMAND = re.compile(r"run the '([^']+)' command")

@@ -8,43 +8,19 @@ strings) and call :func:`client` where they run; each Python process keeps one c
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any
 
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
 
-from ..errors import redact
-
-# The client type other modules annotate with: a single node or a whole cluster.
-Redis: TypeAlias = "redis.Redis | RedisCluster"
+from ..connection import ConnectionSpec
+from .base import Redis
+from .boundary import translate
 
 # With 50 ms .. 2 s backoff, six tries ride over a Redis restart of a few seconds.
 _RETRIES = 6
-
-
-@dataclass(frozen=True)
-class ConnectionSpec:
-    """Where Redis is. Picklable; ``password`` never appears in ``repr`` or messages."""
-
-    url: str
-    password: str | None = field(default=None, repr=False)
-    # TLS (rediss://): the CA that signed the server's certificate, and for mutual TLS the
-    # client's certificate and key (a secret: never in repr or messages).
-    tls_ca_cert: str | None = None
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = field(default=None, repr=False)
-
-    @property
-    def secrets(self) -> tuple[str | None, ...]:
-        return (self.password, self.tls_key_file)
-
-    @property
-    def display(self) -> str:
-        """The URL with any password removed, for messages."""
-        return redact(self.url, self.secrets)
 
 
 def _node_kwargs(spec: ConnectionSpec) -> dict[str, Any]:
@@ -104,8 +80,6 @@ def new_client(spec: ConnectionSpec) -> Redis:
     try:
         cluster = not spec.url.startswith("unix://") and is_cluster_node(node)
     except redis.RedisError as exc:
-        from .boundary import translate  # here: boundary imports this module
-
         node.close()
         raise translate(exc, f"connecting to {spec.display}", spec.secrets) from exc
     if not cluster:

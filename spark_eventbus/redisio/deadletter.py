@@ -19,13 +19,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..keys import dead_letter_marker_key, key_slot, replay_marker_key
-from .client import ConnectionSpec, Redis, client, is_cluster
+from ..keys import BOOKKEEPING_TTL_MS, dead_letter_marker_key, key_slot, replay_marker_key
+from .base import Redis
+from .boundary import redis_errors
+from .client import ConnectionSpec, client, is_cluster
 from .scripts import run_script
 from .streams import text, xack
 
 # Markers live only between steps 2 and 3; the TTL removes those of a move that never resumed.
-MARKER_TTL_MS = 7 * 24 * 3600 * 1000
+MARKER_TTL_MS = BOOKKEEPING_TTL_MS
 
 
 def same_slot(r: Redis, a: str, b: str) -> bool:
@@ -96,3 +98,11 @@ def replay_page(spec: ConnectionSpec, dlq: str, target: str, count: int, after: 
         r.xdel(dlq, *gone)
         r.srem(marker, *gone)
     return len(gone), int(kept), text(page[-1][0])
+
+
+def dead_letter_entries(spec: ConnectionSpec, source: str, dlq: str, group: str,
+                        entries: Sequence[tuple[str, str, str]]) -> tuple[int, int]:
+    """:func:`dead_letter` for callers outside the layer: errors come out translated
+    ("dead-lettering entries to <dlq>")."""
+    with redis_errors(f"dead-lettering entries to {dlq!r}", spec):
+        return dead_letter(spec, source, dlq, group, entries)

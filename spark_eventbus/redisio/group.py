@@ -12,21 +12,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from .. import resp
 from ..errors import ConfigError, EventBusConnectionError
 from ..ids import StreamId
 from ..keys import lease_key, plan_key
 from ..offsets import ClaimedRange, StreamBatch
-from .boundary import ResponseError, redis_errors
+from .base import CLUSTER_REDIRECTS, Redis, ResponseError
+from .boundary import redis_errors
 from .client import ConnectionSpec, client, is_cluster
 from .deadletter import dead_letter, same_slot
 from .scripts import run_script
 from .streams import (
     ACK_CHUNK,
-    CLUSTER_REDIRECTS,
-    Redis,
     entry_ids,
     key_type,
-    resp_bulk,
     send_packed,
     stream_exists,
     text,
@@ -111,7 +110,7 @@ class ConsumerOps:
         self.cache_ack_ids = cache_ack_ids
         self._ack_ids: dict[ClaimedRange, bytes] = {}  # claimed chunk -> its IDs, RESP bulk strings
         self._ack_ids_bytes = 0
-        self._xack_args = resp_bulk([stream.encode(), group.encode()])
+        self._xack_args = resp.bulks([stream.encode(), group.encode()])
         # '<run> <owner>' while a ConsumerLease holds this consumer: claims and reclaims run
         # only while the lease is still that (lua/_lib.lua lease_fence); '' = unfenced.
         self.lease_token = ""
@@ -228,7 +227,7 @@ class ConsumerOps:
                 status = "ok" if chunk else "empty"
                 if chunk is not None and self.cache_ack_ids \
                         and self._ack_ids_bytes < ACK_ID_CACHE_BYTES:
-                    packed = resp_bulk(ids)
+                    packed = resp.bulks(ids)
                     self._ack_ids[chunk] = packed
                     self._ack_ids_bytes += len(packed)
         return ClaimResult(status, chunk, lost_after, lost_before, int(lost_count))
@@ -298,8 +297,8 @@ class ConsumerOps:
         the RESP the claim script returned (no per-ID work in Python), through the client's
         retries. The ranges leave the cache either way; None when Redis stays unreachable:
         ``ack`` then acks them with ack_range (acks are idempotent)."""
-        head = b"*%d\r\n$4\r\nXACK\r\n" + self._xack_args
-        packed = [head % (c.count + 3) + self._ack_ids[c] for c in chunks]
+        head = resp.bulk(b"XACK") + self._xack_args
+        packed = [resp.array_header(c.count + 3) + head + self._ack_ids[c] for c in chunks]
         for c in chunks:
             self._ack_ids_bytes -= len(self._ack_ids.pop(c))
         try:

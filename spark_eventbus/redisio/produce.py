@@ -16,19 +16,26 @@ The marker set is per (stream, query, batch, partition), so only attempts of the
 Redis runs these commands as it runs any client's (no script interpreter in between), and
 the whole chunk is one ``EXEC``: the same atomicity as ``lua/sink_chunk.lua``, which stays
 the path for what this one does not cover (:func:`add_chunk` returns ``None``).
+:func:`write_chunk` is what the sink calls: this path, else the script, errors translated.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
 
-from .client import Redis
-from .streams import CLUSTER_REDIRECTS, resp_bulk, text
+from ..connection import ConnectionSpec
+from ..resp import command
+from .base import CLUSTER_REDIRECTS, Redis
+from .boundary import redis_errors
+from .client import client
+from .scripts import run_script
+from .streams import text
 
 # Retries of step 1-2 after a lost WATCH before the caller falls back to the script (only a
 # second attempt of the same task writing the same chunk at the same moment loses one).
@@ -40,9 +47,9 @@ log = logging.getLogger("spark_eventbus")
 TRANSACTION_COMMANDS = ("watch", "multi", "exec", "discard", "srem")
 _warned_noperm = False
 
-_MULTI = b"*1\r\n$5\r\nMULTI\r\n"
-_EXEC = b"*1\r\n$4\r\nEXEC\r\n"
-_DISCARD = b"*1\r\n$7\r\nDISCARD\r\n"
+_MULTI = command("MULTI")
+_EXEC = command("EXEC")
+_DISCARD = command("DISCARD")
 
 
 @dataclass(frozen=True)
@@ -56,12 +63,6 @@ class Trim:
 
 
 NO_TRIM = Trim()
-
-
-def command(*args: bytes | str | int) -> bytes:
-    """One command as RESP."""
-    parts = [a if isinstance(a, bytes) else str(a).encode() for a in args]
-    return b"*%d\r\n" % len(parts) + resp_bulk(parts)
 
 
 class _Redirected(redis.ResponseError):
@@ -214,3 +215,31 @@ def _warn_noperm(exc: BaseException) -> None:
             "are written by the Lua script instead, which costs Redis more per entry. Add %s "
             "to the user's rule (`eventbus acl-rule --role sink` prints it).", exc,
             " ".join(f"+{c}" for c in TRANSACTION_COMMANDS))
+
+
+def _script_trim(trim: Trim) -> list[str]:
+    """``lua/sink_chunk.lua``'s trimming arguments."""
+    return [str(trim.max_len) if trim.max_len is not None else "", trim.min_id or "",
+            str(trim.min_age_ms) if trim.min_age_ms is not None else "",
+            "~" if trim.approximate else "="]
+
+
+def write_chunk(spec: ConnectionSpec, stream: str, xadds: bytes, count: int,
+                marker: str, member: str | None, ttl_ms: int, trim: Trim,
+                script_args: Callable[[], list[Any]]) -> tuple[int, int]:
+    """One sink chunk (executor side): :func:`add_chunk`, or where it cannot (a cluster slot
+    on the move, lost WATCHes, an ACL refusal) ``lua/sink_chunk.lua`` with the same marker
+    (``script_args()``: the chunk's entries as the script takes them). ``member`` ``None``:
+    no idempotency marker. Returns (entries added, chunks found already written); redis-py
+    errors come out as :class:`~spark_eventbus.errors.EventBusError`."""
+    r = client(spec)
+    with redis_errors(f"writing {count} entries to stream {stream!r}", spec):
+        done = add_chunk(r, stream, xadds, count, marker if member is not None else None,
+                         member or "", ttl_ms, trim)
+        if done is None:
+            added, skipped = run_script(
+                r, "sink_chunk", [stream, marker],
+                [member or "", ttl_ms, *_script_trim(trim), *script_args()])
+        else:
+            added, skipped = done
+    return int(added), int(skipped)

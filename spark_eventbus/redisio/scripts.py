@@ -13,7 +13,8 @@ from typing import Any
 
 from redis.commands.core import Script
 
-from .client import Redis
+from ..keys import BOOKKEEPING_TTL_MS
+from .base import Redis
 
 _scripts: dict[str, Script] = {}
 _lock = threading.Lock()
@@ -21,9 +22,11 @@ _lock = threading.Lock()
 
 @cache
 def script_text(name: str) -> str:
-    """The full text of script ``name`` (helpers included)."""
+    """The full text of script ``name`` (helpers included), with ``BOOKKEEPING_TTL_MS`` (the
+    one TTL of bookkeeping keys, :data:`spark_eventbus.keys.BOOKKEEPING_TTL_MS`) put in."""
     lua = resources.files("spark_eventbus") / "lua"
-    return (lua / "_lib.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+    text = (lua / "_lib.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+    return text.replace("BOOKKEEPING_TTL_MS", str(BOOKKEEPING_TTL_MS))
 
 
 def command_at(sha: str, line: int) -> str | None:

@@ -1,27 +1,23 @@
 """Stream commands shared by the reader, the sink, the acking writer and the CLI: type checks,
-paged XRANGE, chunked XACK, and reply decoding."""
+paged XRANGE, chunked XACK, reply decoding; and, taking a :class:`ConnectionSpec` and
+translating errors at this edge, the target checks of the sink and the span of a batch read."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import redis
 from redis.cluster import RedisCluster
 
+from ..connection import ConnectionSpec
 from ..errors import NotAStreamError
-from .client import Redis
+from .base import Redis
+from .boundary import redis_errors
+from .client import client
 
 # IDs per XACK call: large enough to reach Redis's best per-ID cost, small enough that one call
 # stays far below the 50 ms budget of any server-side call.
 ACK_CHUNK = 1000
-
-# Replies a node gives for a key whose slot it does not serve now (cluster): it moved (MOVED),
-# is moving (ASK, TRYAGAIN), or no node serves it yet (CLUSTERDOWN). Commands sent on one node's
-# connection (:func:`send_packed`, the sink's transaction) are then sent again through the
-# cluster client, which follows redirections and refreshes its slot map.
-CLUSTER_REDIRECTS = (redis.exceptions.MovedError, redis.exceptions.AskError,
-                     redis.exceptions.TryAgainError, redis.exceptions.ClusterDownError)
 
 
 def text(value: Any) -> str:
@@ -67,11 +63,6 @@ def entry_ids(reply: Any) -> list[bytes]:
     return [e[0] for e in entries]
 
 
-def resp_bulk(items: Sequence[bytes]) -> bytes:
-    """``items`` as consecutive RESP bulk strings (arguments of a pre-packed command)."""
-    return b"".join([b"$%d\r\n%s\r\n" % (len(i), i) for i in items])
-
-
 def xack(r: Redis, stream: str, group: str, ids: Sequence[str], per_call: int = ACK_CHUNK
          ) -> int:
     """XACK ``ids`` in calls of ``per_call`` IDs, pipelined; the number acked."""
@@ -87,7 +78,7 @@ def send_packed(r: Redis, key: str, packed: list[bytes]) -> list[Any]:
     """Send commands already encoded as RESP (``packed``, all on ``key``) in one round trip and
     read one reply each, on a pool connection of the node serving ``key``, through the client's
     ``Retry`` (only for idempotent commands: a retry sends them all again). On a cluster, a slot
-    that moved or is moving raises one of :data:`CLUSTER_REDIRECTS` (not retried here): the
+    that moved or is moving raises one of :data:`.base.CLUSTER_REDIRECTS` (not retried here): the
     caller sends the commands again through the cluster client, which follows it."""
     node = r.get_node_from_key(key).redis_connection if isinstance(r, RedisCluster) else r
     pool = node.connection_pool
@@ -104,3 +95,39 @@ def send_packed(r: Redis, key: str, packed: list[bytes]) -> list[Any]:
         raise
     finally:
         pool.release(conn)
+
+
+# -- with a spec: the client is taken and redis-py errors are translated here ---------------
+
+
+def check_streams(spec: ConnectionSpec, keys: Sequence[tuple[str, str]], what: str) -> None:
+    """Each ``(key, fix)`` of ``keys`` is a stream or missing; any other type raises
+    :class:`NotAStreamError` ending with ``fix``. Redis answering is part of the check."""
+    with redis_errors(what, spec):
+        r = client(spec)
+        for key, fix in keys:
+            stream_exists(r, key, fix)
+
+
+def stream_span(spec: ConnectionSpec, stream: str, start: str, end: str, what: str, fix: str
+                ) -> tuple[Any, Any] | None:
+    """The IDs of the first and the last entry of ``stream`` within ``start``..``end``
+    (``XRANGE``/``XREVRANGE`` ``COUNT 1``), or ``None`` when there is none or the key is
+    missing; a key of another type raises :class:`NotAStreamError` ending with ``fix``."""
+    with redis_errors(what, spec):
+        r = client(spec)
+        if not stream_exists(r, stream, fix):
+            return None
+        first: Any = r.xrange(stream, start, end, count=1)
+        last: Any = r.xrevrange(stream, end, start, count=1)
+        if not first:
+            return None
+        return first[0][0], last[0][0]
+
+
+def ack_entries(spec: ConnectionSpec, stream: str, group: str, ids: Sequence[str],
+                per_call: int, what: str) -> int:
+    """:func:`xack` with the process's client for ``spec``, errors translated (``what``: what
+    the caller was doing). Idempotent: an ID no longer pending is not counted."""
+    with redis_errors(what, spec):
+        return xack(client(spec), stream, group, ids, per_call)

@@ -162,7 +162,8 @@ def test_a_sink_rule_without_transactions_writes_through_the_script(spark, redis
     every row once."""
     import numpy as np
 
-    from spark_eventbus.encoding import Run, WriteChunk, xadd_commands
+    from spark_eventbus.chunking import WriteChunk, xadd_commands
+    from spark_eventbus.encoding import Run
     from spark_eventbus.keys import sink_marker_key
     from spark_eventbus.redisio import ConnectionSpec, add_chunk, new_client
 

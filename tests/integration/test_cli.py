@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
+from tests.harness.redis_server import free_port
 from tests.integration.helpers import driver_reader, produce
-from tests.redis_server import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -168,11 +168,20 @@ def test_dlq_list_and_show(redis_server, names):
 def test_status_watch_refreshes_until_interrupted(redis_server, names):
     r = redis_server.client()
     produce(r, names["stream"], 10)
+    line = f"stream {names['stream']}: 10 entries"
+    # Unbuffered: each refresh reaches the pipe as it is printed. Interrupted once two
+    # refreshes were read, not after a guessed time (pytest-timeout bounds the wait).
     proc = subprocess.Popen([sys.executable, "-m", "spark_eventbus", "--url", redis_server.url,
                              "status", "--stream", names["stream"], "--watch", "0.3"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(4)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.stdout is not None
+    seen = []
+    while sum(line in s for s in seen) < 2:
+        got = proc.stdout.readline()
+        assert got, f"the watch ended early: {proc.communicate()[1]}"
+        seen.append(got)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
-    assert out.count(f"stream {names['stream']}: 10 entries") >= 2
+    assert "".join([*seen, out]).count(line) >= 2

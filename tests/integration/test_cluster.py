@@ -25,9 +25,16 @@ from spark_eventbus.redisio import (
     is_cluster,
     run_script,
 )
-from tests.integration.helpers import checkpoint, pending, produce, run_available_now, stream_df
+from tests.harness.redis_cluster import RedisClusterServer
+from tests.integration.helpers import (
+    checkpoint,
+    pending,
+    produce,
+    run_available_now,
+    stream_df,
+    wait_for,
+)
 from tests.integration.test_pipe_job import _copy_pipe_config
-from tests.redis_cluster import RedisClusterServer
 
 pytestmark = pytest.mark.integration
 
@@ -80,9 +87,9 @@ def test_a_password_protected_cluster_with_the_password_option(spark, tmp_path_f
         cluster.stop()
 
 
-def test_one_query_reads_streams_on_every_shard(spark, redis_cluster, tmp_path):
+def test_one_query_reads_streams_on_every_shard(spark, redis_cluster, tmp_path, names):
     r = redis_cluster.client()
-    streams = _spread(redis_cluster, f"rd{uuid.uuid4().hex[:6]}")
+    streams = _spread(redis_cluster, f"rd{names['tag']}")
     ids = {s: produce(r, s, 700) for s in streams}
     df = stream_df(spark, redis_cluster.url, ",".join(streams), "g", maxEntriesPerTrigger=1500)
     rows, q = run_available_now(df, tmp_path)
@@ -98,9 +105,9 @@ def test_one_query_reads_streams_on_every_shard(spark, redis_cluster, tmp_path):
 
 
 def test_sink_routes_rows_over_every_shard_exactly_once_across_a_replay(
-        spark, redis_cluster, tmp_path):
+        spark, redis_cluster, tmp_path, names):
     r = redis_cluster.client()
-    targets = _spread(redis_cluster, f"sk{uuid.uuid4().hex[:6]}")
+    targets = _spread(redis_cluster, f"sk{names['tag']}")
     src = tmp_path / "src"
     spark.range(6000).select((F.col("id") % len(targets)).alias("k"),
                              F.col("id").cast("string").alias("n")) \
@@ -123,9 +130,9 @@ def test_sink_routes_rows_over_every_shard_exactly_once_across_a_replay(
 
 
 def test_acking_writer_dead_letters_into_another_slot_exactly_once(spark, redis_cluster,
-                                                                    tmp_path):
+                                                                    tmp_path, names):
     r = redis_cluster.client()
-    tag = uuid.uuid4().hex[:6]
+    tag = names["tag"]
     sources = _spread(redis_cluster, f"aw{tag}", per_node=1)
     dlq = _other_node_stream(redis_cluster, f"aw{tag}:dlq", sources[:1])
 
@@ -150,11 +157,11 @@ def test_acking_writer_dead_letters_into_another_slot_exactly_once(spark, redis_
         assert r.exists(dead_letter_marker_key(dlq, s, "g")) == 0
 
 
-def test_a_move_interrupted_after_the_add_is_finished_without_a_second_copy(redis_cluster):
+def test_a_move_interrupted_after_the_add_is_finished_without_a_second_copy(redis_cluster, names):
     """The cross-slot move died after adding entries to the dead-letter stream (step 2) and
     before acking them: the retry finds their markers, adds nothing, and acks them."""
     r = redis_cluster.client()
-    tag = uuid.uuid4().hex[:6]
+    tag = names["tag"]
     src = f"mv{tag}:src"
     dlq = _other_node_stream(redis_cluster, f"mv{tag}:dlq", [src])
     ids = produce(r, src, 20)
@@ -175,9 +182,10 @@ def test_a_move_interrupted_after_the_add_is_finished_without_a_second_copy(redi
     assert dead_letter(spec, src, dlq, "g", [(i, "bad", "") for i in ids[:10]]) == (0, 10)
 
 
-def test_reader_max_deliveries_dead_letters_into_another_slot(spark, redis_cluster, tmp_path):
+def test_reader_max_deliveries_dead_letters_into_another_slot(
+        spark, redis_cluster, tmp_path, names):
     r = redis_cluster.client()
-    tag = uuid.uuid4().hex[:6]
+    tag = names["tag"]
     sources = _spread(redis_cluster, f"md{tag}", per_node=1)
     dlq = _other_node_stream(redis_cluster, f"md{tag}:dlq", sources[:1])
     ids = {}
@@ -203,11 +211,11 @@ def test_reader_max_deliveries_dead_letters_into_another_slot(spark, redis_clust
         assert pending(r, s, "g") == 0
 
 
-def test_cli_status_and_dlq_replay_across_slots(redis_cluster):
+def test_cli_status_and_dlq_replay_across_slots(redis_cluster, names):
     from spark_eventbus.cli import main
 
     r = redis_cluster.client()
-    tag = uuid.uuid4().hex[:6]
+    tag = names["tag"]
     target = f"cli{tag}:orders"
     dlq = _other_node_stream(redis_cluster, f"cli{tag}:dlq", [target])
     produce(r, target, 5)
@@ -226,11 +234,11 @@ def test_cli_status_and_dlq_replay_across_slots(redis_cluster):
     assert r.xlen(dlq) == 1  # the entry with no original field stays
 
 
-def test_pipe_job_into_an_eventbus_stream_on_a_cluster(spark, redis_cluster, tmp_path):
+def test_pipe_job_into_an_eventbus_stream_on_a_cluster(spark, redis_cluster, tmp_path, names):
     from spark_eventbus.jobs.pipe import build_query, load_config
 
     r = redis_cluster.client()
-    tag = uuid.uuid4().hex[:6]
+    tag = names["tag"]
     source, target = f"pj{tag}:in", f"pj{tag}:out"
     ids = produce(r, source, 2_000)
     config = _copy_pipe_config(tmp_path / "pipe.toml", redis_cluster.url,
@@ -269,11 +277,12 @@ def _copied(r, target: str) -> Counter[str]:  # type: ignore[no-untyped-def]
     return Counter(f[b"src"].decode() for _, f in r.xrange(target))
 
 
-def test_slots_move_to_another_master_while_a_copy_query_runs(spark, redis_cluster, tmp_path):
-    """Source and target slots are migrated (ASK during, MOVED after) while entries flow:
-    every entry arrives once and nothing stays pending."""
+def test_slots_move_to_another_master_while_a_copy_query_runs(
+        spark, redis_cluster, tmp_path, names):
+    """Source and target slots are migrated (ASK during, MOVED after) while entries flow and a
+    batch is in flight: every entry arrives once, those of the batches in flight included."""
     r = redis_cluster.client()
-    tag = uuid.uuid4().hex[:6]
+    tag = names["tag"]
     source, target = f"{{mvs{tag}}}:in", f"{{mvt{tag}}}:out"
     produced: list[str] = []
     stop = threading.Event()
@@ -289,13 +298,31 @@ def test_slots_move_to_another_master_while_a_copy_query_runs(spark, redis_clust
     q = _copy_query(spark, redis_cluster.url, source, target, checkpoint(tmp_path))
     t = threading.Thread(target=producer)
     t.start()
+
+    def copied() -> int:
+        return len(_copied(r, target))
+
+    moved_mid_batch: list[tuple[str, list[str]]] = []
+
     try:
-        time.sleep(4)
+        wait_for(lambda: copied() > 0, what="the copy query to write its first entries")
         for key in (source, target):
-            here = redis_cluster.node_of_slot(key_slot(key))
+            slot = key_slot(key)
+            here = redis_cluster.node_of_slot(slot)
             other = next(n for n in redis_cluster.nodes if n is not here)
-            redis_cluster.move_slot(key_slot(key), other)
-            time.sleep(2)
+            # The move happens mid-batch: between its two halves (the slot MIGRATING, its keys
+            # on `other`) entries claimed by the query are still pending, i.e. a batch is in
+            # flight, and it completes after the move.
+            before = copied()
+            redis_cluster.begin_move(slot, other)
+            in_flight = [e["message_id"].decode()
+                         for e in r.xpending_range(source, "g", "-", "+", 10_000)]
+            redis_cluster.finish_move(slot, other)
+            assert redis_cluster.node_of_slot(slot) is other
+            assert in_flight, f"no batch was in flight while the slot of {key!r} moved"
+            wait_for(lambda before=before: copied() > before,
+                     what=f"entries copied after the slot of {key!r} moved")
+            moved_mid_batch.append((key, in_flight))
         stop.set()
         t.join()
         deadline = time.monotonic() + 120
@@ -308,17 +335,19 @@ def test_slots_move_to_another_master_while_a_copy_query_runs(spark, redis_clust
     got = _copied(r, target)
     assert set(got.values()) == {1}, [k for k, v in got.items() if v > 1][:5]
     assert set(got) == set(produced)
+    for key, ids in moved_mid_batch:  # the batches in flight during each move completed
+        assert set(ids) <= set(got), key
     assert len(produced) > 1000
 
 
 @pytest.mark.parametrize("phase", ["moving", "moved"])
-def test_acks_of_claimed_ids_follow_a_slot_that_is_moving_or_moved(redis_cluster, phase):
+def test_acks_of_claimed_ids_follow_a_slot_that_is_moving_or_moved(redis_cluster, phase, names):
     """The ack of a claimed chunk (its IDs kept from the claim, XACK sent on the node's own
     connection) while the stream's slot is being migrated (the node answers ASK) or after it
     moved (MOVED; the client's slot map is stale): it goes through the cluster client, acks
     every entry, and does not fail the query."""
     r = redis_cluster.client()
-    stream = f"{{ack{uuid.uuid4().hex[:6]}}}:in"
+    stream = f"{{ack{names['tag']}}}:in"
     produce(r, stream, 300)
     r.xgroup_create(stream, "g", "0")
     ops = ConsumerOps(ConnectionSpec(redis_cluster.url), stream, "g", "c", cache_ack_ids=True)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.redis_server import free_port
 from tests.integration.helpers import checkpoint, produce, run_available_now, stream_df
-from tests.redis_server import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 import threading
-import uuid
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -81,7 +80,7 @@ def test_redis_restart_mid_stream_loses_nothing(spark, own_redis, names, tmp_pat
     produced = produce(r, names["stream"], 4_000)
     df = stream_df(spark, own_redis.url, names["stream"], names["group"],
                    maxEntriesPerTrigger=500)
-    name = f"restart_{uuid.uuid4().hex[:6]}"
+    name = f"restart_{names['tag']}"
     q = (df.writeStream.format("memory").queryName(name).trigger(processingTime="200 milliseconds")
          .option("checkpointLocation", checkpoint(tmp_path)).start())
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lean_env import WITHOUT_EVENTBUS, lean_python
+from tests.harness.lean_env import WITHOUT_EVENTBUS, lean_python
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,8 +32,8 @@ def test_the_wheel_installs_and_runs_the_demo(redis_server, tmp_path):
     with tarfile.open(sdist) as tar:
         assert any(n.endswith("/README.md") for n in tar.getnames())
 
-    # Dependencies from this environment (tests/lean_env.py), spark_eventbus only from the wheel;
-    # the venv has no pip of its own, so this environment's pip installs into it.
+    # Dependencies from this environment (tests/harness/lean_env.py), spark_eventbus only from
+    # the wheel; the venv has no pip of its own, so this environment's pip installs into it.
     python = lean_python(tmp_path / "lean", WITHOUT_EVENTBUS)
     fresh_site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig."
                                       "get_paths()['purelib'])"], capture_output=True,

@@ -108,7 +108,7 @@ def test_pipe_job_into_an_eventbus_stream_is_exactly_once(spark, redis_server, n
 def test_a_failing_query_is_one_line_and_verbose_keeps_the_traceback(names, tmp_path):
     """Redis unreachable: exit 1 with the connector's message in one line, no Java or Python
     stack traces (they come back with --verbose)."""
-    from tests.redis_server import free_port
+    from tests.harness.redis_server import free_port
 
     config = _copy_pipe_config(tmp_path / "pipe.toml", f"redis://127.0.0.1:{free_port()}/0",
                                names, "", names["stream"] + ":out", tmp_path / "chk")

@@ -6,7 +6,6 @@ script path."""
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 from typing import Any
 
@@ -14,7 +13,8 @@ import numpy as np
 import pytest
 import redis
 
-from spark_eventbus.encoding import Run, WriteChunk, xadd_commands
+from spark_eventbus.chunking import WriteChunk, xadd_commands
+from spark_eventbus.encoding import Run
 from spark_eventbus.keys import key_slot, sink_marker_key
 from spark_eventbus.redisio import ConnectionSpec, Trim, add_chunk, new_client, run_script
 from spark_eventbus.redisio.produce import _once
@@ -111,11 +111,11 @@ def test_trimming_in_the_transaction(redis_server, names):
     assert r.xlen(old) == 5 and b"ancient" not in {f[b"n"] for _, f in r.xrange(old)}
 
 
-def test_on_a_cluster_a_moved_slot_sends_the_chunk_to_the_script(redis_cluster):
+def test_on_a_cluster_a_moved_slot_sends_the_chunk_to_the_script(redis_cluster, names):
     """A client whose slot map is stale gets MOVED inside the transaction: ``add_chunk``
     writes nothing and says so; the script through the cluster client (which follows MOVED)
     then writes the chunk with the same marker, once."""
-    stream = f"tx{uuid.uuid4().hex[:6]}:orders"
+    stream = f"tx{names['tag']}:orders"
     spec = ConnectionSpec(redis_cluster.url)
     stale = new_client(spec)
     stale.ping(target_nodes=stale.get_primaries())
@@ -128,7 +128,7 @@ def test_on_a_cluster_a_moved_slot_sends_the_chunk_to_the_script(redis_cluster):
     assert add_chunk(stale, stream, xadd_commands(chunk), 50, marker, "0:0", 60_000) is None
     r = redis_cluster.client()
     assert r.exists(stream) == 0 and r.exists(marker) == 0
-    from spark_eventbus.encoding import chunk_args
+    from spark_eventbus.chunking import chunk_args
 
     added, skipped = run_script(stale, "sink_chunk", [stream, marker],
                                 ["0:0", 60_000, "", "", "", "~", *chunk_args(chunk)])

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.lean_env import WITHOUT_EVENTBUS, lean_python
+from tests.harness.redis_server import free_port
+from tests.harness.spark_connect import ConnectServer
 from tests.integration.helpers import pending, produce
 from tests.integration.test_pipe_job import _copy_pipe_config
-from tests.lean_env import WITHOUT_EVENTBUS, lean_python
-from tests.redis_server import free_port
-from tests.spark_connect import ConnectServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 JOBS = Path(__file__).parent / "jobs"
@@ -27,9 +27,9 @@ def _client_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 
 
-def test_reads_sink_and_acking_writer_through_spark_connect(connect_server, redis_server):
+def test_reads_sink_and_acking_writer_through_spark_connect(connect_server, redis_server, names):
     r = redis_server.client()
-    tag = uuid.uuid4().hex[:6]
+    tag = names["tag"]
     source, copy, bad, dlq = (f"sc{tag}:{x}" for x in ("in", "copy", "bad", "dlq"))
     ids = produce(r, source, 2_000)
     bad_ids = produce(r, bad, 500, payload=lambda i: "{oops" if i % 5 == 0
@@ -87,14 +87,14 @@ def test_writes_from_client_threads_need_no_register(connect_server, redis_serve
 
 
 def test_a_connect_server_without_the_package_says_what_to_install(redis_server,
-                                                                   tmp_path_factory):
+                                                                   tmp_path_factory, names):
     work = tmp_path_factory.mktemp("bare-connect")
     python = lean_python(work / "lean", WITHOUT_EVENTBUS)
     server = ConnectServer(work / "server", python=str(python)).start()
     try:
         run = subprocess.run(
             [sys.executable, str(JOBS / "connect_bare.py"), "--remote", server.remote,
-             "--url", redis_server.url, "--stream", "bare:" + uuid.uuid4().hex[:6]],
+             "--url", redis_server.url, "--stream", "bare:" + names["tag"]],
             capture_output=True, text=True, timeout=300, env=_client_env())
     finally:
         server.stop()
@@ -109,11 +109,11 @@ def test_a_connect_server_without_the_package_says_what_to_install(redis_server,
 
 
 def test_secrets_stay_out_of_what_a_connect_client_and_server_show(connect_server, own_redis,
-                                                                   tmp_path):
+                                                                   tmp_path, names):
     secret = "s3cret-" + uuid.uuid4().hex[:8]
     own_redis.password = secret
     own_redis.start()
-    stream = "sec:" + uuid.uuid4().hex[:6]
+    stream = "sec:" + names["tag"]
     produce(own_redis.client(), stream, 200)
     log = connect_server.workdir / "connect-server.log"
     log_start = log.stat().st_size

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.lean_env import WITHOUT_EVENTBUS, WITHOUT_REDIS, lean_python
+from tests.harness.spark_standalone import SPARK_HOME
 from tests.integration.helpers import pending, produce, wait_for
 from tests.integration.test_pipe_job import _copy_pipe_config
-from tests.lean_env import WITHOUT_EVENTBUS, WITHOUT_REDIS, lean_python
-from tests.spark_standalone import SPARK_HOME
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
 
 import pytest
 
@@ -59,7 +58,7 @@ def test_processing_time_query_with_live_producer_misses_nothing(
     r.xgroup_create(names["stream"], names["group"], "$", mkstream=True)
     df = stream_df(spark, redis_server.url, names["stream"], names["group"],
                    maxEntriesPerTrigger=2000)
-    name = f"live_{uuid.uuid4().hex[:6]}"
+    name = f"live_{names['tag']}"
     q = (df.writeStream.format("memory").queryName(name).trigger(processingTime="300 milliseconds")
          .option("checkpointLocation", checkpoint(tmp_path)).start())
     t = threading.Thread(target=producer)
@@ -134,7 +133,7 @@ def test_trimmed_before_read_fails_by_default_naming_stream_ids_and_option(
     r = redis_server.client()
     ids = _trimmed_before_read(r, names)
     df = stream_df(spark, redis_server.url, names["stream"], names["group"])
-    q = (df.writeStream.format("memory").queryName(f"loss_{uuid.uuid4().hex[:6]}")
+    q = (df.writeStream.format("memory").queryName(f"loss_{names['tag']}")
          .trigger(availableNow=True).option("checkpointLocation", checkpoint(tmp_path)).start())
     with pytest.raises(Exception) as err:
         q.awaitTermination(120)
@@ -168,7 +167,7 @@ def test_max_entries_per_trigger_bounds_every_batch(spark, redis_server, names, 
     if trigger == "availableNow":
         rows, q = run_available_now(df, tmp_path)
     else:
-        name = f"rate_{uuid.uuid4().hex[:6]}"
+        name = f"rate_{names['tag']}"
         q = (df.writeStream.format("memory").queryName(name)
              .trigger(processingTime="100 milliseconds")
              .option("checkpointLocation", checkpoint(tmp_path)).start())
@@ -211,7 +210,7 @@ def test_two_queries_with_different_consumers_split_the_stream(
     for consumer in ("a", "b"):
         df = stream_df(spark, redis_server.url, names["stream"], names["group"],
                        consumer=f"query-{consumer}", maxEntriesPerTrigger=500)
-        name = f"split_{consumer}_{uuid.uuid4().hex[:6]}"
+        name = f"split_{consumer}_{names['tag']}"
         tables.append(name)
         queries.append(df.writeStream.format("memory").queryName(name)
                        .trigger(processingTime="100 milliseconds")

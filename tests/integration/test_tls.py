@@ -147,12 +147,12 @@ def test_secrets_stay_out_of_plans_progress_checkpoints_and_errors(spark, mtls_r
         assert password not in text and key not in text, where
 
 
-def test_a_redis_cluster_over_tls(spark, tls_cluster, tls_files, tmp_path):
+def test_a_redis_cluster_over_tls(spark, tls_cluster, tls_files, tmp_path, names):
     """rediss:// to one node of a TLS cluster: the client follows the topology over TLS (the
     nodes announce their TLS ports); a read of streams on every shard into the sink, and the
     CLI."""
     r = RedisCluster.from_url(tls_cluster.url, ssl_ca_certs=str(tls_files.ca))
-    tag = uuid.uuid4().hex[:6]
+    tag = names["tag"]
     streams = [f"tlsc{tag}:{i}" for i in range(6)]
     shards = {tls_cluster.node_of_slot(key_slot(s)).port for s in streams}
     assert len(shards) >= 2, "the streams should span shards"

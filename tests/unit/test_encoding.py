@@ -16,16 +16,9 @@ from pyspark.sql import types as T
 from redis.connection import Connection
 
 from spark_eventbus import ConfigError
-from spark_eventbus.encoding import (
-    Chunker,
-    Run,
-    WriteChunk,
-    chunk_args,
-    dead_letter_run,
-    encode_batch,
-    plan_encoding,
-    xadd_commands,
-)
+from spark_eventbus.chunking import Chunker, WriteChunk, chunk_args, xadd_commands
+from spark_eventbus.encoding import Run, dead_letter_run, encode_batch
+from spark_eventbus.sink_schema import plan_encoding
 
 S = T.StringType()
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-SINK_MODULES = ("spark_eventbus.encoding", "spark_eventbus.sink", "spark_eventbus.acking")
+SINK_MODULES = ("spark_eventbus.sink_schema", "spark_eventbus.field_values",
+                "spark_eventbus.encoding", "spark_eventbus.chunking", "spark_eventbus.sink",
+                "spark_eventbus.acking")
 
 
 def _loaded_after(code: str) -> set[str]:
@@ -32,3 +34,14 @@ def test_the_package_still_exports_everything_on_first_use():
         "assert AckingBatchWriter is m.AckingBatchWriter\n"
         "try:\n    m.nothing\nexcept AttributeError:\n    pass\nelse:\n    raise SystemExit(1)")
     assert "spark_eventbus.acking" in loaded
+
+
+def test_parsing_options_loads_no_redis_client():
+    # Options sit below the I/O layer: they describe a connection (spark_eventbus.connection)
+    # and never load redis-py or the redisio layer.
+    loaded = _loaded_after(
+        "from spark_eventbus.options import parse_reader_options, parse_sink_options\n"
+        "parse_reader_options({'stream': 's', 'group': 'g'}, streaming=True).connection\n"
+        "parse_sink_options({'stream': 's'})")
+    assert not {m for m in loaded
+                if m == "redis" or m.startswith(("redis.", "spark_eventbus.redisio"))}

@@ -15,12 +15,14 @@ from pyspark.sql import types as T
 from redis.connection import Connection
 
 from spark_eventbus import ConfigError
+from spark_eventbus.chunking import WriteChunk, xadd_commands
 from spark_eventbus.decoding import BatchBuilder, ValueParser, output_schema
-from spark_eventbus.encoding import WriteChunk, encode_batch, plan_encoding, xadd_commands
+from spark_eventbus.encoding import encode_batch
 from spark_eventbus.ids import StreamId
 from spark_eventbus.offsets import BatchOffset, ClaimedRange, StreamBatch
 from spark_eventbus.options import parse_reader_options, parse_sink_options
 from spark_eventbus.planning import split_id_range, split_partitions
+from spark_eventbus.sink_schema import plan_encoding
 
 U64 = 2**64 - 1
 parts = st.integers(0, U64)

@@ -9,7 +9,7 @@ from typing import Any
 import redis
 import trustme
 
-from tests.redis_server import RedisServer, free_port
+from tests.harness.redis_server import RedisServer, free_port
 
 
 class TlsFiles:

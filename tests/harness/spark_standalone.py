@@ -16,7 +16,7 @@ from typing import Any
 
 import pyspark
 
-from tests.redis_server import free_port
+from tests.harness.redis_server import free_port
 
 SPARK_CLASS = Path(sys.executable).parent / "spark-class"
 SPARK_HOME = str(Path(pyspark.__file__).parent)  # spark-class's own search runs `python3`

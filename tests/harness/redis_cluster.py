@@ -14,8 +14,8 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from tests.redis_server import RedisServer, redis_binary
-from tests.redis_tls import TlsFiles
+from tests.harness.redis_server import RedisServer, redis_binary
+from tests.harness.redis_tls import TlsFiles
 
 
 def _port_pair_free(port: int) -> bool:

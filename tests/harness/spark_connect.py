@@ -12,9 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-from tests.redis_server import free_port
+from tests.harness.redis_server import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 
 class ConnectServer:

@@ -1,0 +1,196 @@
+"""Driver side of streaming reads: the claim and reclaim loops that fill one batch.
+
+:class:`Claimer` moves entries into this query's consumer PEL, recording each step in the plan
+of the batch being built (through :class:`.redisio.ConsumerOps`, one per stream): idle entries
+of other consumers first (``XAUTOCLAIM``, poison entries to the dead-letter stream), then new
+ones (``XREADGROUP >``), each call bounded. How much to take where is pure, in
+:mod:`.planning`; which batch, and when, is :class:`.stream_reader.EventBusStreamReader`'s.
+Entries found deleted or trimmed before they were read are reported here (``failOnDataLoss``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .errors import DataLossError, EventBusError
+from .ids import StreamId
+from .offsets import StreamBatch
+from .options import ReaderOptions
+from .planning import claim_chunk_size, share_budget, stream_grants
+from .redisio import GROUP_GONE_FIX, ClaimResult, ConsumerOps
+
+log = logging.getLogger("spark_eventbus")
+
+# XAUTOCLAIM COUNT per script call: it scans at most 10x this many PEL entries.
+RECLAIM_PAGE = 500
+
+
+@dataclass
+class SourceMetrics:
+    """What the progress report counts (``reportLatestOffset``)."""
+
+    lost_ranges: int = 0
+    lost_entries: int = 0
+    dead_lettered: int = 0
+    reported_losses: set[tuple[str, str]] = field(default_factory=set)
+    # the batch planned last, per stream: (claimed new entries, reclaimed idle ones)
+    planned: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+class Claimer:
+    """Claims for the batches of one query run (driver; never pickled). Idempotent per batch:
+    every claim script records what it took in the batch's plan in the same atomic step."""
+
+    def __init__(self, options: ReaderOptions, ops: Mapping[str, ConsumerOps],
+                 metrics: SourceMetrics) -> None:
+        self.options = options
+        self.ops = ops
+        self.metrics = metrics
+        self.stop_after: dict[str, str | None] | None = None  # AvailableNow: last ID per stream
+        self.reclaim_cursor: dict[str, str] = {}
+        self.reclaim_done: set[str] = set()  # AvailableNow: PEL scanned once
+
+    def stop_at(self, last_ids: dict[str, str | None]) -> None:
+        """``Trigger.AvailableNow``: claim nothing after these IDs (per stream; ``None``: the
+        stream did not exist), and scan each PEL once more from its start."""
+        self.stop_after = last_ids
+        self.reclaim_done.clear()
+        self.reclaim_cursor.clear()
+
+    def reclaim_all(self, left: int | None, run: str, seq: int, protect_from: int
+                    ) -> dict[str, StreamBatch]:
+        """Reclaim up to ``min(reclaimMaxEntries, left)`` entries, shared across streams."""
+        o = self.options
+        if not o.reclaim_enabled:
+            return {}
+        budget = o.reclaim_max_entries if left is None else min(o.reclaim_max_entries, left)
+        out: dict[str, StreamBatch] = {}
+        for (name, op), grant in zip(self.ops.items(),
+                                     share_budget(budget, [budget] * len(self.ops)),
+                                     strict=True):
+            got = self._reclaim(name, op, grant, run, seq, protect_from)
+            if got:
+                out[name] = got
+        return out
+
+    def claim_new(self, left: int | None, budget: int | None, run: str, seq: int,
+                  stop: threading.Event | None = None) -> dict[str, StreamBatch]:
+        """Claim up to ``left`` new entries (all when None), shared fairly across streams:
+        streams that run dry leave their share to the others."""
+        chunk_size = claim_chunk_size(budget, self.options.num_partitions, len(self.ops))
+        out: dict[str, StreamBatch] = {}
+        claimed, filled = 0, []
+        for (name, op), grant in zip(self.ops.items(), stream_grants(left, len(self.ops)),
+                                     strict=True):
+            got = self._claim(name, op, grant, chunk_size, run, seq, stop)
+            claimed += got.count
+            if got:
+                out[name] = got
+            if grant and got.count >= grant:
+                filled.append((name, op))
+        spare = 0 if left is None else left - claimed
+        for name, op in filled:
+            if spare <= 0:
+                break
+            got = self._claim(name, op, spare, chunk_size, run, seq, stop)
+            if got:
+                out[name] = out[name] + got
+                spare -= got.count
+        return out
+
+    def _claim(self, name: str, op: ConsumerOps, budget: int, chunk_size: int, run: str,
+               seq: int, stop: threading.Event | None = None) -> StreamBatch:
+        stop_after = self.stop_after.get(name) if self.stop_after is not None else None
+        if self.stop_after is not None and stop_after is None:
+            return StreamBatch()  # the stream did not exist when AvailableNow began
+        ranges = []
+        while budget > 0 and not (stop is not None and stop.is_set()):
+            res = op.claim(min(chunk_size, budget), run, seq, stop_after,
+                           self.options.fail_on_data_loss)
+            if res.lost_after:
+                self._report_loss(name, res)
+            if res.status == "nogroup":
+                raise EventBusError(
+                    f"consumer group {self.options.group!r} of stream {name!r} no longer exists: "
+                    f"it was destroyed (XGROUP DESTROY) while the query ran. {GROUP_GONE_FIX}")
+            if res.chunk is None:
+                break
+            ranges.append(res.chunk)
+            budget -= res.chunk.count
+            if res.chunk.count < chunk_size:
+                break
+        return StreamBatch(tuple(ranges))
+
+    def _reclaim(self, name: str, op: ConsumerOps, budget: int, run: str, seq: int,
+                 protect_from: int) -> StreamBatch:
+        o = self.options
+        if budget <= 0 or name in self.reclaim_done:
+            return StreamBatch()
+        taken: list[tuple[str, int]] = []
+        cursor = self.reclaim_cursor.get(name, "0-0")
+        stop_after = self.stop_after.get(name) if self.stop_after is not None else None
+        # At most a few passes per batch: every XAUTOCLAIM call is bounded server-side.
+        for _ in range(max(4, budget // RECLAIM_PAGE + 2)):
+            res = op.reclaim(cursor, min(RECLAIM_PAGE, budget - len(taken)), o.claim_min_idle_ms,
+                             run, seq, o.max_deliveries, o.dead_letter_stream, protect_from)
+            taken += res.taken
+            dead = res.dead_lettered
+            if res.poison:
+                assert o.dead_letter_stream is not None
+                dead += op.dead_letter(o.dead_letter_stream, [
+                    (i, f"delivered {n} times (maxDeliveries={o.max_deliveries})", str(n))
+                    for i, n in res.poison])
+            self.metrics.dead_lettered += dead
+            if dead:
+                log.warning("spark-eventbus: moved %d entries of stream %r delivered more than "
+                            "%d times to %r", dead, name, o.max_deliveries,
+                            o.dead_letter_stream)
+            if res.deleted:
+                self._deleted_while_pending(name, res.deleted)
+            cursor = res.cursor
+            if cursor == "0-0" or (stop_after is not None
+                                   and StreamId.parse(cursor) > StreamId.parse(stop_after)):
+                cursor = "0-0"
+                if self.stop_after is not None:
+                    self.reclaim_done.add(name)  # AvailableNow: one pass over the PEL is enough
+                break
+            if len(taken) >= budget:
+                break
+        self.reclaim_cursor[name] = cursor
+        return StreamBatch((), tuple(taken))
+
+    def _report_loss(self, name: str, res: ClaimResult) -> None:
+        m = self.metrics
+        what = f"{res.lost_count} entries" if res.lost_count >= 0 else "entries"
+        where = f"with IDs after {res.lost_after}"
+        if res.lost_before.startswith("("):
+            where += f" up to {res.lost_before[1:]}"
+        elif res.lost_before:
+            where += f" and before {res.lost_before}"
+        text = (f"{what} of stream {name!r} {where} were deleted or trimmed before consumer "
+                f"group {self.options.group!r} read them")
+        if self.options.fail_on_data_loss:
+            raise DataLossError(
+                f"{text}. Keep the stream longer (MAXLEN/MINID) than the query's lag, or set "
+                "option 'failOnDataLoss' to 'false' to skip them with a warning.")
+        key = (name, res.lost_after)
+        if key not in m.reported_losses:
+            m.reported_losses.add(key)
+            m.lost_ranges += 1
+            m.lost_entries += max(0, res.lost_count)
+            log.warning("spark-eventbus: %s; skipping them (failOnDataLoss=false)", text)
+
+    def _deleted_while_pending(self, name: str, ids: Sequence[str]) -> None:
+        shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+        if self.options.fail_on_data_loss:
+            raise DataLossError(
+                f"{len(ids)} pending entries of stream {name!r} were deleted before they were "
+                f"processed: {shown}. Redis has removed them from group "
+                f"{self.options.group!r}'s pending list. Set option 'failOnDataLoss' to "
+                "'false' to skip such entries with a warning.")
+        self.metrics.lost_ranges += 1
+        log.warning("spark-eventbus: %d pending entries of stream %r were deleted before they "
+                    "were processed (failOnDataLoss=false): %s", len(ids), name, shown)

@@ -1,0 +1,175 @@
+"""The value parsers of the option table (:mod:`.options`): each takes the raw value and the
+option's name as the user spelled it, and returns the parsed value or raises
+:class:`ConfigError` naming the option, echoing the value and saying the fix. Pure (driver)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .connection import check_url
+from .errors import ConfigError
+from .ids import StreamId
+
+Parser = Callable[[str, str], Any]  # (raw value, option name as spelled) -> value
+
+
+def whole(lo: int, hi: int, fix: str) -> Parser:
+    def parse(raw: str, name: str) -> int:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            value = None
+        if value is None or not lo <= value <= hi:
+            raise ConfigError(f"option '{name}' = {raw!r} is invalid: expected a whole number "
+                              f"from {lo} to {hi}; {fix}.")
+        return value
+    return parse
+
+
+def boolean(raw: str, name: str) -> bool:
+    text = raw.strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise ConfigError(f"option '{name}' = {raw!r} is invalid: use 'true' or 'false'.")
+
+
+def choice(values: Mapping[str, Any]) -> Parser:
+    def parse(raw: str, name: str) -> Any:
+        text = raw.strip().lower()
+        if text not in values:
+            raise ConfigError(f"option '{name}' = {raw!r} is invalid: use one of "
+                              f"{', '.join(values)}.")
+        return values[text]
+    return parse
+
+
+def key_name(raw: str, name: str) -> str:
+    """A Redis key or name: non-empty, no white space."""
+    text = raw.strip()
+    if not text or any(c.isspace() for c in text):
+        raise ConfigError(f"option '{name}' = {raw!r} is invalid: a Redis key or name must be "
+                          "non-empty and contain no white space.")
+    return text
+
+
+def optional_name(raw: str, name: str) -> str | None:
+    """A name that a rule of the mode may require: blank is the same as not given."""
+    return key_name(raw, name) if raw.strip() else None
+
+
+def stream_list(raw: str, name: str) -> tuple[str, ...]:
+    if not raw.strip():
+        return ()  # "required" is a rule of the mode, below
+    streams = tuple(key_name(s, name) for s in raw.split(","))
+    if len(set(streams)) != len(streams):
+        raise ConfigError(f"option '{name}' = {raw!r} names a stream twice; list each once.")
+    return streams
+
+
+def one_stream(raw: str, name: str) -> str:
+    if "," in raw:
+        raise ConfigError(f"option '{name}' = {raw!r} is invalid for writes: name one stream; "
+                          "to route rows to several streams, add a string column named "
+                          "'stream'.")
+    return key_name(raw, name)
+
+
+def stream_id_or(*words: str) -> Parser:
+    def parse(raw: str, name: str) -> str:
+        text = raw.strip()
+        if text not in words:
+            StreamId.parse(text, what=f"option '{name}' =")
+        return text
+    return parse
+
+
+_ID = re.compile(r"\d+-\d+")
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def starting_position(raw: str, name: str) -> str:
+    """``latest``/``$``, ``earliest``/``0``, a stream ID (the group starts after it), or a
+    timestamp — epoch milliseconds or ISO-8601 (``2026-11-22T10:00:00Z``; no zone: UTC) —
+    where the group starts at the first entry at or after it. Returns the words or the ID to
+    create the group at."""
+    value = raw.strip()
+    if value in ("latest", "earliest", "$", "0") or _ID.fullmatch(value):
+        return stream_id_or("latest", "earliest", "$", "0")(value, name)
+    if value.isdigit():
+        ms = int(value)
+    else:
+        try:
+            when = dt.datetime.fromisoformat(value)
+        except ValueError:
+            raise ConfigError(
+                f"option '{name}' = {raw!r} is invalid: use 'latest', 'earliest', a stream ID "
+                "('1700000000000-0': the group starts after it) or a timestamp, epoch "
+                "milliseconds ('1700000000000') or ISO-8601 ('2026-11-22T10:00:00Z'), where "
+                "it starts at the first entry at or after it.") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.timezone.utc)
+        ms = (when - _EPOCH) // dt.timedelta(milliseconds=1)  # exact, no float rounding
+        if ms < 0:
+            raise ConfigError(f"option '{name}' = {raw!r} is before 1970, the first stream "
+                              "ID; use 'earliest'.")
+    if ms > StreamId.MAX.ms:
+        raise ConfigError(f"option '{name}' = {raw!r} is beyond the largest stream ID.")
+    return "0" if ms == 0 else str(StreamId(ms, 0).prev())
+
+
+def text(raw: str, name: str) -> str:
+    return raw
+
+
+def secret(raw: str, name: str) -> str | None:
+    return raw or None
+
+
+def existing_file(raw: str, name: str) -> str:
+    path = raw.strip()
+    if not path or not Path(path).is_file():
+        shown = "***" if name == "tlsSecretKeyFile" else repr(raw)
+        raise ConfigError(f"option '{name}' = {shown} is invalid: no such file on the driver. "
+                          "Give the path of a PEM file readable on the driver and on every "
+                          "executor.")
+    return path
+
+
+def url(raw: str, name: str) -> str:
+    return check_url(raw, name=f"option '{name}'")
+
+
+def value_schema(raw: str, name: str) -> str:
+    from .value_schema import parse_value_schema  # local: keeps options light to import
+
+    parse_value_schema(raw)  # raises ConfigError naming the option
+    return raw
+
+
+_AGE_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_min_id(raw: str) -> tuple[str | None, int | None]:
+    """``minId``: a stream ID (``1700000000000-0`` or ``1700000000000``) or an age such as
+    ``7d``, ``24h``, ``30m``, ``90s``, ``500ms`` (entries older than that are trimmed).
+    Returns (ID, None) or (None, age in ms)."""
+    lowered = raw.strip().lower()
+    for unit in ("ms", "s", "m", "h", "d"):
+        number = lowered[: -len(unit)]
+        if lowered.endswith(unit) and number.isdigit():
+            age = int(number) * _AGE_UNITS[unit]
+            if age <= 0:
+                break
+            return None, age
+    try:
+        return str(StreamId.parse(lowered if "-" in lowered else f"{lowered}-0",
+                                  what="option 'minId' =")), None
+    except ConfigError:
+        raise ConfigError(
+            f"option 'minId' = {raw!r} is invalid: use a stream ID such as '1700000000000-0', "
+            "or a positive age such as '7d', '24h', '30m', '90s' or '500ms' to keep entries "
+            "newer than that.") from None
