@@ -11,9 +11,9 @@ from pyspark.sql import functions as F
 
 from spark_eventbus.redisio import ConnectionSpec
 from spark_eventbus.redisio.group import ConsumerOps
+from tests.harness.redis_sentinel import ReplicaServer
+from tests.harness.redis_server import RedisServer
 from tests.integration.helpers import pending, produce, stream_df, wait_for
-from tests.redis_sentinel import ReplicaServer
-from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration
 

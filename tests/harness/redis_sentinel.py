@@ -11,7 +11,7 @@ from pathlib import Path
 
 import redis
 
-from tests.redis_server import RedisServer, free_port, redis_binary
+from tests.harness.redis_server import RedisServer, free_port, redis_binary
 
 MASTER = "eventbus"
 
