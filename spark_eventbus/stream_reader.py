@@ -235,9 +235,9 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         batch = BatchOffset.from_json(end)
         if not batch.streams:  # the warm-up batch (latestOffset): tasks that read nothing
             first = sorted(self.options.streams)[0]
-            return [SlicePartition(self.spec, Slice(first, (), ()))
+            return [SlicePartition(self.spec, Slice(first, (), ()), batch.run, batch.seq)
                     for _ in range(self.options.num_partitions)]
-        return [SlicePartition(self.spec, sl)
+        return [SlicePartition(self.spec, sl, batch.run, batch.seq)
                 for name in sorted(batch.streams)
                 for sl in split_partitions(name, batch.streams[name], self.options.num_partitions)]
 
@@ -277,6 +277,13 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         rather than let them come back through reclaim as duplicates.
         """
         plans = {name: op.committed_plans(committed.seq) for name, op in self.ops.items()}
+        m = self.driver.metrics
+        for op in self.ops.values():
+            # Entries replays of this batch moved past (partition_reader: failOnDataLoss=false,
+            # or a loss an operator accepted) are counted now that the batch is committed.
+            entries, ranges = op.settle_losses(committed.run, committed.seq)
+            m.lost_entries += entries
+            m.lost_ranges += ranges
         if self.options.ack_mode == "commit":
             for name, op in self.ops.items():
                 for field_, plan in plans[name].items():
@@ -464,6 +471,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 f"{self.options.group!r}'s pending list. Set option 'failOnDataLoss' to "
                 "'false' to skip such entries with a warning.")
         self.driver.metrics.lost_ranges += 1
+        self.driver.metrics.lost_entries += len(ids)
         log.warning("spark-eventbus: %d pending entries of stream %r were deleted before they "
                     "were processed (failOnDataLoss=false): %s", len(ids), name, shown)
 
