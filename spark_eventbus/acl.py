@@ -22,7 +22,8 @@ CLUSTER = ("cluster|slots", "cluster|shards", "command")
 ROLES: dict[str, tuple[str, ...]] = {
     # spark.readStream: groups, claims (claim.lua, XREADGROUP, claim_record.lua) and plans
     # (plan_load.lua), reclaim (reclaim.lua), acks
-    # (ack_range.lua, XACK), the consumer lease (lease.lua), executors' XRANGE replay.
+    # (ack_range.lua, XACK), the consumer lease (lease.lua), executors' XRANGE replay and loss
+    # records (loss_record.lua, XPENDING + XACK of what is gone; loss_settle.lua).
     "streaming-reader": (*_CONNECT, *_SCRIPTS, "type", "xinfo|stream", "xinfo|groups",
                          "xgroup|create", "xreadgroup", "xautoclaim", "xpending", "xack",
                          "xrange", "get", "set", "del", "pttl", "hget", "hexists", "hgetall",
@@ -37,12 +38,13 @@ ROLES: dict[str, tuple[str, ...]] = {
     # steps of redisio/deadletter.py.
     "acking-writer": (*_CONNECT, *_SCRIPTS, "xack", "xpending", "xrange", "xadd", "sismember",
                       "sadd", "srem", "pexpire"),
-    # eventbus status, dlq list/show/replay, group create/seek (checks the consumer leases),
-    # consumer forget (XPENDING + XCLAIM, then XGROUP DELCONSUMER)
+    # eventbus status (with the loss records), dlq list/show/replay, group create/seek (checks
+    # the consumer leases), group accept-loss (loss_accept.lua), consumer forget (XPENDING +
+    # XCLAIM, then XGROUP DELCONSUMER)
     "cli": (*_CONNECT, *_SCRIPTS, "type", "xinfo|stream", "xinfo|groups", "xinfo|consumers",
             "xlen", "xrange", "xrevrange", "xadd", "xdel", "sismember", "sadd", "srem",
             "pexpire", "xgroup|create", "xgroup|setid", "xgroup|delconsumer", "xpending",
-            "xclaim", "get", "pttl"),
+            "xclaim", "get", "pttl", "hgetall", "hset"),
 }
 # Roles that also touch the connector's keys of each stream ({<tag>}:eventbus:*).
 _OWN_KEYS = {"streaming-reader", "sink", "acking-writer", "cli"}

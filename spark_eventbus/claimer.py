@@ -192,5 +192,6 @@ class Claimer:
                 f"{self.options.group!r}'s pending list. Set option 'failOnDataLoss' to "
                 "'false' to skip such entries with a warning.")
         self.metrics.lost_ranges += 1
+        self.metrics.lost_entries += len(ids)
         log.warning("spark-eventbus: %d pending entries of stream %r were deleted before they "
                     "were processed (failOnDataLoss=false): %s", len(ids), name, shown)

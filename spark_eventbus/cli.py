@@ -1,5 +1,6 @@
-"""The operator's command line: ``eventbus status [--watch]``, ``group create|seek``,
-``consumer forget``, ``dlq list|show|replay``, ``acl-rule`` and ``pyfiles``.
+"""The operator's command line: ``eventbus status [--watch]``,
+``group create|seek|accept-loss``, ``consumer forget``, ``dlq list|show|replay``, ``acl-rule``
+and ``pyfiles``.
 
 Also ``python -m spark_eventbus``. Errors print one line and exit non-zero: 2 for bad
 arguments, 1 for Redis errors; never a traceback.
@@ -11,12 +12,14 @@ import argparse
 import json
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NoReturn
 
 from . import pyfiles
 from .acl import ROLES, rule
 from .errors import EventBusError
+from .losses import RangeLoss, accept_command, listing
 from .options import check_tls, check_url, starting_position
 from .redisio import (
     ConnectionSpec,
@@ -37,7 +40,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def status(r: Redis, stream: str, group: str | None, dlq: str) -> dict[str, Any]:
-    """Per group: lag, pending, last delivered ID, consumers (idle ms, pending)."""
+    """Per group: lag, pending, last delivered ID, consumers (idle ms, pending), and the
+    batches its queries stopped on because entries were missing at replay."""
     if not stream_exists(r, stream):
         raise EventBusError(f"stream {stream!r} does not exist")
     info: Any = r.xinfo_stream(stream)
@@ -51,7 +55,9 @@ def status(r: Redis, stream: str, group: str | None, dlq: str) -> dict[str, Any]
                      for c in r.xinfo_consumers(stream, name)]
         groups.append({"group": name, "lag": g.get("lag"), "pending": int(g["pending"]),
                        "last_delivered_id": text(g["last-delivered-id"]),
-                       "consumers": consumers})
+                       "consumers": consumers,
+                       "stopped_on_lost_entries": [
+                           rec.to_json() for rec in admin.stopped_on_losses(r, stream, name)]})
     if group is not None and not groups:
         raise EventBusError(f"stream {stream!r} has no consumer group {group!r}")
     dlq_len = r.xlen(dlq) if key_type(r, dlq) == "stream" else 0
@@ -75,7 +81,24 @@ def format_status(st: dict[str, Any]) -> str:
             for c in g["consumers"]:
                 idle = f"{c['idle_ms'] / 1000:.1f} s"
                 lines.append(f"  {c['name']:<{width}}  {c['pending']:>8}  {idle:>10}")
+        for rec in g.get("stopped_on_lost_entries", []):
+            lines += _format_loss(st["stream"], g["group"], rec)
     return "\n".join(lines)
+
+
+def _format_loss(stream: str, group: str, rec: dict[str, Any]) -> list[str]:
+    """Lines of a batch a query stopped on (``LossRecord.to_json``)."""
+    ranges = [RangeLoss(**r) for r in rec["ranges"]]
+    failed = rec["failed_at_ms"]
+    when = "" if failed is None else " since " + datetime.fromtimestamp(
+        failed / 1000, timezone.utc).isoformat(timespec="seconds")
+    head = (f"  STOPPED on lost entries{when}: batch {rec['batch']} of consumer "
+            f"{rec['consumer']}: {rec['missing']} entries no longer in the stream, in "
+            f"{len(ranges)} {'range' if len(ranges) == 1 else 'ranges'}: {listing(ranges)}")
+    if rec["accepted"]:
+        return [head, "    accepted: the query's next replay of the batch moves past them"]
+    return [head, f"    to move past them once: {accept_command(stream, group, rec['consumer'])}"
+                  " (docs/data-loss.md)"]
 
 
 def replay(spec: ConnectionSpec, source: str, target: str, limit: int | None
@@ -126,6 +149,14 @@ def main(argv: list[str] | None = None) -> int:
         if action == "seek":
             g.add_argument("--force", action="store_true",
                            help="move it even while a query reads the group")
+    al = gsub.add_parser("accept-loss", help="let the next replay of the batch a query stopped "
+                                             "on move past the entries it found missing")
+    al.add_argument("--stream", required=True)
+    al.add_argument("--group", required=True)
+    al.add_argument("--consumer", help="only this consumer's query (default: every consumer "
+                                       "of the group with a loss recorded)")
+    al.add_argument("--batch", type=int, help="only this batch number")
+    al.add_argument("--json", action="store_true", help="machine-readable output")
     con = sub.add_parser("consumer", help="consumer operations")
     csub = con.add_subparsers(dest="action", required=True, parser_class=_Parser)
     fg = csub.add_parser("forget", help="move a consumer's pending entries to another "
@@ -242,6 +273,16 @@ def _run(args: argparse.Namespace, spec: ConnectionSpec) -> int:
 
 
 def _group(args: argparse.Namespace, r: Redis) -> int:
+    if args.action == "accept-loss":
+        accepted = admin.accept_loss(r, args.stream, args.group, args.consumer, args.batch)
+        lines = [f"Accepted the loss of {rec.missing} entries of stream {args.stream!r} in "
+                 f"batch {rec.seq} (consumer {rec.consumer!r}): {listing(rec.ranges)}."
+                 for rec in accepted]
+        lines.append("Restart the query: its replay of that batch moves past exactly these "
+                     "entries (counted in lostEntries, acked, never delivered). Any other loss "
+                     "still stops it.")
+        _print(args, [rec.to_json() for rec in accepted], "\n".join(lines))
+        return 0
     if args.action == "create":
         at = admin.create_group(r, args.stream, args.group, args.position)
         _print(args, {"stream": args.stream, "group": args.group, "after": at},

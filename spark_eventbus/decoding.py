@@ -315,9 +315,10 @@ class BatchBuilder:
             f"({type(exc).__name__}: {printable(str(exc))}). This is a bug in spark-eventbus: "
             "please report it with the entry (redis-cli XRANGE <stream> <id> <id>). To move "
             "past it now: copy the entry aside (XRANGE, XADD to another stream), delete it "
-            "(XDEL <stream> <id>), and restart the query with option 'failOnDataLoss' set to "
-            "'false' for the one batch that held it; the entry is then counted as lost, acked "
-            "and never delivered.")
+            "(XDEL <stream> <id>), restart the query, and when it stops on that lost entry run "
+            "`eventbus group accept-loss --stream <stream> --group <group>` and restart again; "
+            "the entry is then counted in lostEntries, acked and never delivered "
+            "(docs/data-loss.md).")
 
     def _build(self, stream: str, entries: Sequence[Sequence[Any]],
                delivery_counts: Sequence[int] | int | None) -> pa.RecordBatch:

@@ -6,7 +6,8 @@ The whole tree::
     ├── ConfigError               an option or argument is invalid (also a ``ValueError``)
     ├── EventBusConnectionError   Redis did not answer (retriable)
     ├── NotAStreamError           a key exists but is not a stream; it is never overwritten
-    ├── DataLossError             entries were trimmed/deleted before they were read
+    ├── DataLossError             entries were trimmed, deleted or lost in a failover before
+    │                             they were read
     ├── EntryDecodeError          an entry could not become a row (names stream and entry ID)
     ├── RedisCommandError         Redis refused a command (translated ``redis.ResponseError``)
     └── UnwritableRowError        the sink got a row it cannot write and has no deadLetterStream
@@ -56,7 +57,8 @@ class NotAStreamError(EventBusError):
 
 
 class DataLossError(EventBusError):
-    """Entries were trimmed or deleted before this query read them (see ``failOnDataLoss``)."""
+    """Entries were trimmed, deleted, or lost with a failed-over primary before this query read
+    them (see ``failOnDataLoss``, ``eventbus group accept-loss`` and docs/data-loss.md)."""
 
 
 class EntryDecodeError(EventBusError):

@@ -38,6 +38,7 @@ SINK_MARKERS = "sink"  # set: '<partition>:<chunk>' written, per (stream, query,
 SINK_REGISTRY = "sink-registry"  # hash: batch id -> marker keys of that batch, per query
 DLQ_MARKERS = "dlq"  # set: source IDs added to a dead-letter stream, not yet acked (cluster)
 REPLAY_MARKERS = "replay"  # set: dead-letter IDs added back to a stream, not yet deleted
+LOSSES = "loss"  # hash: batch seq -> what its replay found missing, per (stream, group, consumer)
 
 _ESCAPES = {"%": "%25", ":": "%3A", "{": "%7B", "}": "%7D"}
 _ESCAPE_TABLE = str.maketrans(_ESCAPES)
@@ -103,6 +104,12 @@ def plan_key(stream: str, group: str, consumer: str) -> str:
 def lease_key(stream: str, group: str, consumer: str) -> str:
     """String naming the live query that reads ``stream`` as (``group``, ``consumer``)."""
     return derived_key(stream, LEASE, group, consumer)
+
+
+def loss_key(stream: str, group: str, consumer: str) -> str:
+    """Hash of entries the replay of a batch found missing (one field per batch seq), written by
+    the executors, accepted by an operator, dropped when the batch commits."""
+    return derived_key(stream, LOSSES, group, consumer)
 
 
 def sink_marker_key(stream: str, query: str, batch: str, partition: int) -> str:

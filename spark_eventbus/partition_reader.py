@@ -8,15 +8,24 @@ Memory is bounded by :data:`READ_PAGE` entries per Arrow batch, whatever the bat
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
-from typing import Any
 
 import pyarrow as pa
 
 from .decoding import BatchBuilder, ValueParser, output_schema, parse_value_schema
-from .errors import DataLossError
+from .errors import DataLossError, EventBusError
+from .losses import RangeLoss, loss_message, range_loss, skip_message
 from .partitions import RangePartition, ReadSpec, SlicePartition
-from .redisio import Redis, client, redis_errors, xack, xrange_pages
+from .redisio import (
+    Redis,
+    ack_gone,
+    client,
+    record_losses,
+    redis_errors,
+    xrange_each,
+    xrange_pages,
+)
 from .worker_gc import settle
 
 log = logging.getLogger("spark_eventbus")
@@ -36,71 +45,66 @@ def _builder(spec: ReadSpec) -> BatchBuilder:
 def read_slice(part: SlicePartition) -> Iterator[pa.RecordBatch]:
     """Replay one slice of a micro-batch, as Arrow batches of at most :data:`READ_PAGE` rows.
 
-    Entries deleted or trimmed since they were claimed are missing from XRANGE: with
-    ``failOnDataLoss`` the task fails naming them; otherwise they are logged and acked (except
-    with ``ackMode=none``) so no PEL residue is left.
+    Entries the stream no longer holds (deleted, trimmed, or never replicated to a promoted
+    replica) are counted exactly: per claimed range, its count minus what XRANGE returned; per
+    reclaimed ID, an empty XRANGE. They are recorded in the consumer's loss record
+    (:mod:`.redisio.losses`); then with ``failOnDataLoss`` the task fails naming them, unless an
+    operator accepted exactly this loss (``eventbus group accept-loss``); otherwise, or once
+    accepted, they are logged, acked (except with ``ackMode=none``) and counted in
+    ``lostEntries`` when the batch commits.
     """
     settle()
     spec, sl = part.spec, part.slice
     r = client(spec.conn, raw_entries=True)
     build = _builder(spec)
-    missing: list[str] = []
+    lost: list[RangeLoss] = []
     with redis_errors(f"reading stream {sl.stream!r}", spec.conn):
-        got: dict[str, int] = {}
         for rng in sl.chunks:
+            returned = 0
             for page in xrange_pages(r, sl.stream, rng.first, rng.last, READ_PAGE):
-                got[rng.first] = got.get(rng.first, 0) + len(page)
+                returned += len(page)
                 yield build.build(sl.stream, page, 1)
-        for rng in sl.chunks:
-            if got.get(rng.first, 0) != rng.count:
-                missing += _missing_in_range(r, spec, sl.stream, rng.first, rng.last)
+            gone = range_loss(rng, returned)
+            if gone is not None:
+                lost.append(gone)
         for k in range(0, len(sl.reclaimed), READ_PAGE):
             part_ids = sl.reclaimed[k:k + READ_PAGE]
-            pipe = r.pipeline(transaction=False)
-            for entry_id, _ in part_ids:
-                pipe.execute_command("XRANGE", sl.stream, entry_id, entry_id)
             rows, counts = [], []
-            for (entry_id, deliveries), res in zip(part_ids, pipe.execute(), strict=True):
-                if res:
-                    rows.append(res[0])
-                    counts.append(deliveries)
+            found = xrange_each(r, sl.stream, [entry_id for entry_id, _ in part_ids])
+            for (entry_id, deliveries), entry in zip(part_ids, found, strict=True):
+                if entry is None:
+                    lost.append(RangeLoss(entry_id, entry_id, 1, 1, reclaimed=True))
                 else:
-                    missing.append(entry_id)
+                    rows.append(entry)
+                    counts.append(deliveries)
             if rows:
                 yield build.build(sl.stream, rows, counts)
-        if missing:
-            _handle_missing(r, spec, sl.stream, missing)
+    if lost:
+        _handle_lost(r, part, lost)
 
 
-def _missing_in_range(r: Redis, spec: ReadSpec, stream: str, first: str, last: str
-                      ) -> list[str]:
-    """IDs this consumer has pending in [first, last] that the stream no longer holds."""
+def _handle_lost(r: Redis, part: SlicePartition, lost: list[RangeLoss]) -> None:
+    spec, stream = part.spec, part.slice.stream
     assert spec.group is not None and spec.consumer is not None
-    pel: Any = r.xpending_range(stream, spec.group, first, last, 100_000,
-                                consumername=spec.consumer)
-    pending = [e["message_id"].decode() if isinstance(e["message_id"], bytes)
-               else str(e["message_id"]) for e in pel]
-    present: set[str] = set()
-    for page in xrange_pages(r, stream, first, last, READ_PAGE):
-        present.update(e[0].decode() for e in page)
-    gone = [i for i in pending if i not in present]
-    return gone or [f"{first}..{last}"]
-
-
-def _handle_missing(r: Redis, spec: ReadSpec, stream: str, missing: list[str]) -> None:
-    shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10
-                                       else "")
-    if spec.fail_on_data_loss:
-        raise DataLossError(
-            f"{len(missing)} entries of stream {stream!r} were deleted or trimmed after this "
-            f"query claimed them and before it read them: {shown}. Keep the stream longer "
-            "(MAXLEN/MINID) than the query's lag, or set option 'failOnDataLoss' to 'false' "
-            "to skip them with a warning.")
-    log.warning("spark-eventbus: skipping %d entries of stream %r deleted before they were "
-                "read (failOnDataLoss=false): %s", len(missing), stream, shown)
-    ids = [i for i in missing if ".." not in i]
-    if spec.ack_mode != "none" and spec.group:
-        xack(r, stream, spec.group, ids)
+    fail = spec.fail_on_data_loss
+    message = loss_message(stream, spec.group, spec.consumer, part.seq, lost, spec.conn.display)
+    try:
+        with redis_errors(f"recording entries lost from stream {stream!r}", spec.conn):
+            move_past = record_losses(r, stream, spec.group, spec.consumer, part.run, part.seq,
+                                      int(time.time() * 1000), fail, lost)
+    except EventBusError as exc:
+        if fail:  # the loss is what the operator must see, not the failed bookkeeping
+            raise DataLossError(f"{message} It could not be recorded for `eventbus status` "
+                                f"and accept-loss: {exc}") from exc
+        raise
+    if not move_past:
+        raise DataLossError(message)
+    why = ("accepted with `eventbus group accept-loss`" if fail
+           else "option 'failOnDataLoss' is 'false'")
+    log.warning(skip_message(stream, part.seq, lost, why))
+    if spec.ack_mode != "none":
+        with redis_errors(f"acking entries lost from stream {stream!r}", spec.conn):
+            ack_gone(r, stream, spec.group, lost)
 
 
 def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:

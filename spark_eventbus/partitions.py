@@ -37,13 +37,17 @@ class ReadSpec:
 
 @dataclass(frozen=True)
 class SlicePartition(InputPartition):
-    """Streaming: one task's share of a micro-batch (claimed ranges and reclaimed IDs)."""
+    """Streaming: one task's share of a micro-batch (claimed ranges and reclaimed IDs), and
+    which batch it belongs to (the key of a loss record, :mod:`.redisio.losses`)."""
 
     spec: ReadSpec
     slice: Slice
+    run: str = ""  # the checkpoint run of the batch's offset
+    seq: int = -1  # the batch's number in that run
 
     def __repr__(self) -> str:
-        return (f"SlicePartition({self.slice.stream!r}, {len(self.slice.chunks)} ranges, "
+        return (f"SlicePartition({self.slice.stream!r}, batch {self.seq}, "
+                f"{len(self.slice.chunks)} ranges, "
                 f"{len(self.slice.reclaimed)} reclaimed, {self.slice.count} entries)")
 
 

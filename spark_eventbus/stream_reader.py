@@ -213,9 +213,9 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         batch = BatchOffset.from_json(end)
         if not batch.streams:  # the warm-up batch (latestOffset): tasks that read nothing
             first = sorted(self.options.streams)[0]
-            return [SlicePartition(self.spec, Slice(first, (), ()))
+            return [SlicePartition(self.spec, Slice(first, (), ()), batch.run, batch.seq)
                     for _ in range(self.options.num_partitions)]
-        return [SlicePartition(self.spec, sl)
+        return [SlicePartition(self.spec, sl, batch.run, batch.seq)
                 for name in sorted(batch.streams)
                 for sl in split_partitions(name, batch.streams[name], self.options.num_partitions)]
 
@@ -255,6 +255,13 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         rather than let them come back through reclaim as duplicates.
         """
         plans = {name: op.committed_plans(committed.seq) for name, op in self.ops.items()}
+        m = self.driver.metrics
+        for op in self.ops.values():
+            # Entries replays of this batch moved past (partition_reader: failOnDataLoss=false,
+            # or a loss an operator accepted) are counted now that the batch is committed.
+            entries, ranges = op.settle_losses(committed.run, committed.seq)
+            m.lost_entries += entries
+            m.lost_ranges += ranges
         if self.options.ack_mode == "commit":
             for name, op in self.ops.items():
                 for field_, plan in plans[name].items():

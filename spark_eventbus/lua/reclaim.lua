@@ -12,7 +12,8 @@
 -- ARGV[10] '1': dead-letter here; '0': return such entries (left pending) for the caller to
 -- move across slots (redisio/deadletter.py), ARGV[11] lease token ('<run> <owner>'; '' = not
 -- fenced)
--- Returns {next_cursor, {id, deliveries, id, deliveries, ...}, dead_lettered, {deleted ids},
+-- Returns {next_cursor, {id, deliveries, id, deliveries, ...}, dead_lettered, {deleted ids no
+--          plan of this run from ARGV[9] on holds},
 --          {id, deliveries, ...} of entries to dead-letter (ARGV[10] = '0')}; {'fenced', holder}:
 -- another query holds the consumer's lease, nothing was done.
 local stream, plan_key, dlq = KEYS[1], KEYS[2], KEYS[3]
@@ -49,13 +50,21 @@ local function in_plan(id)
   return false
 end
 
+-- XAUTOCLAIM drops every deleted entry it scans from the PEL, idle or not, whoever holds it.
+-- Those of a planned batch are not reported here: that batch's replay counts them if it finds
+-- them gone (partition_reader), or has delivered them already.
+local gone = {}
+for _, id in ipairs(deleted) do
+  if not in_plan(id) then gone[#gone + 1] = id end
+end
+
 local taken, dead, poison = {}, 0, {}
 for _, e in ipairs(claimed) do
   local id, fields = e[1], e[2]
   if not fields then
     -- Redis 6.2 returns deleted entries as nil and keeps them pending: drop them from the PEL.
     redis.call('XACK', stream, group, id)
-    deleted[#deleted + 1] = id
+    if not in_plan(id) then gone[#gone + 1] = id end
   elseif not in_plan(id) then
     local p = redis.call('XPENDING', stream, group, id, id, 1)
     local deliveries = (p[1] and p[1][4]) or 1
@@ -75,4 +84,4 @@ for _, e in ipairs(claimed) do
   end
 end
 if #taken > 0 then save_plan(plan_key, plan) end
-return {r[1], taken, dead, deleted, poison}
+return {r[1], taken, dead, gone, poison}

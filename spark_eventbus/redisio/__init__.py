@@ -11,6 +11,7 @@
 * :mod:`.produce` — a chunk of XADDs with its idempotency marker as one transaction.
 * :mod:`.markers` — the sink's marker registry and marker pruning after a commit.
 * :mod:`.group` — what one consumer of one group does on one stream (claims, plans, acks).
+* :mod:`.losses` — entries a replayed batch no longer finds: per-ID replay, acks, loss records.
 """
 
 from __future__ import annotations
@@ -20,6 +21,14 @@ from .boundary import GROUP_GONE_FIX, redis_errors, translate
 from .client import ConnectionSpec, Redis, client, is_cluster, new_client
 from .deadletter import dead_letter, dead_letter_entries, replay_page
 from .group import ClaimResult, ConsumerOps, GroupStats, ReclaimResult, consumer_taken_over
+from .losses import (
+    accept_losses,
+    ack_gone,
+    loss_records,
+    record_losses,
+    settle_losses,
+    xrange_each,
+)
 from .markers import delete_keys, forget_batches, record_markers
 from .produce import NO_TRIM, Trim, add_chunk, write_chunk
 from .scripts import run_script, script_text
@@ -48,7 +57,9 @@ __all__ = [
     "RedisError",
     "ResponseError",
     "Trim",
+    "accept_losses",
     "ack_entries",
+    "ack_gone",
     "add_chunk",
     "check_streams",
     "client",
@@ -59,17 +70,21 @@ __all__ = [
     "forget_batches",
     "is_cluster",
     "key_type",
+    "loss_records",
     "new_client",
+    "record_losses",
     "record_markers",
     "redis_errors",
     "replay_page",
     "run_script",
     "script_text",
+    "settle_losses",
     "stream_exists",
     "stream_span",
     "text",
     "translate",
     "write_chunk",
     "xack",
+    "xrange_each",
     "xrange_pages",
 ]

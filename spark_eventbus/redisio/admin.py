@@ -1,7 +1,8 @@
 """Operator actions on a group and its consumers (the CLI's ``group`` and ``consumer``
-commands): create, seek, forget. Each refuses while a live query holds a consumer lease of the
-group (``--force`` overrides seek), so that an operator cannot pull a position or pending
-entries from under a running query by accident."""
+commands): create, seek, forget, accept-loss. Create, seek and forget refuse while a live query
+holds a consumer lease of the group (``--force`` overrides seek), so that an operator cannot
+pull a position or pending entries from under a running query by accident; accept-loss only
+lets the next replay of the batch a query stopped on move past the entries recorded missing."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from typing import Any
 
 from ..errors import ConfigError, EventBusError
 from ..keys import lease_key
+from ..losses import LossRecord
 from .base import Redis
 from .group import before_first_entry
+from .losses import accept_losses, loss_records
 from .streams import stream_exists, text
 
 
@@ -120,3 +123,40 @@ def forget_consumer(r: Redis, stream: str, group: str, name: str, to: str,
                             "run the command again.")
     r.xgroup_delconsumer(stream, group, name)
     return moved
+
+
+def _consumer_names(r: Redis, stream: str, group: str) -> list[str]:
+    """The group's consumers, and the default name of a query's (``spark-<group>``)."""
+    return sorted({c["name"] for c in consumers(r, stream, group)} | {f"spark-{group}"})
+
+
+def stopped_on_losses(r: Redis, stream: str, group: str) -> list[LossRecord]:
+    """Batches the group's queries stopped on because entries were missing at replay and have
+    not moved past yet (accepted or not), per consumer (its loss record, README key layout)."""
+    return [rec for name in _consumer_names(r, stream, group)
+            for rec in loss_records(r, stream, group, name) if rec.stopped]
+
+
+def accept_loss(r: Redis, stream: str, group: str, consumer: str | None, seq: int | None
+                ) -> list[LossRecord]:
+    """Let the next replay of each batch a query of the group stopped on (``consumer``'s only,
+    batch ``seq`` only, when given) move past the entries recorded missing: counted in
+    ``lostEntries``, acked, never delivered. One-shot: nothing else is accepted — not a range
+    that loses more entries meanwhile, not another batch. Returns the records accepted."""
+    _require_group(r, stream, group)
+    names = [consumer] if consumer else _consumer_names(r, stream, group)
+    accepted = [rec for name in names for rec in accept_losses(r, stream, group, name, seq)]
+    if accepted:
+        return accepted
+    waiting = [rec for name in names for rec in loss_records(r, stream, group, name)
+               if rec.stopped and (seq is None or rec.seq == seq)]
+    if waiting:
+        batches = ", ".join(f"batch {rec.seq} (consumer {rec.consumer!r})" for rec in waiting)
+        raise EventBusError(f"the loss of {batches} on stream {stream!r} is already accepted; "
+                            "restart the query to move past it.")
+    which = f" consumer {consumer!r} of" if consumer else ""
+    batch = f" in batch {seq}" if seq is not None else ""
+    raise EventBusError(
+        f"no query of{which} group {group!r} on stream {stream!r} is stopped on lost "
+        f"entries{batch}: nothing to accept. `eventbus status --stream {stream} --group "
+        f"{group}` shows the losses recorded (they are kept until the batch commits).")

@@ -21,6 +21,7 @@ from .base import CLUSTER_REDIRECTS, Redis, ResponseError
 from .boundary import redis_errors
 from .client import ConnectionSpec, client, is_cluster
 from .deadletter import dead_letter, same_slot
+from .losses import settle_losses
 from .scripts import run_script
 from .streams import (
     ACK_CHUNK,
@@ -191,6 +192,12 @@ class ConsumerOps:
         with self._errors("reading claim plans"):
             raw = self.redis.hgetall(self.plan_key)
         return {text(f): json.loads(v) for f, v in raw.items() if int(f) <= committed_seq}
+
+    def settle_losses(self, run: str, seq: int) -> tuple[int, int]:
+        """Batch ``seq`` of ``run`` is committed: drop its loss records (and older ones);
+        returns the (entries, ranges) their replays moved past, for ``lostEntries``."""
+        with self._errors("settling the loss record"):
+            return settle_losses(self.redis, self.stream, self.group, self.consumer, run, seq)
 
     def drop_plans(self, fields: Iterable[str]) -> None:
         """Delete plans: the offsets in Spark's checkpoint cover those batches now."""

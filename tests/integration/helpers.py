@@ -100,8 +100,9 @@ def latest_offsets(q: StreamingQuery) -> list[dict[str, Any]]:
     out = []
     for p in q.recentProgress:
         raw = p["sources"][0].get("latestOffset")
-        if raw:
-            out.append(json.loads(raw) if isinstance(raw, str) else raw)
+        parsed = json.loads(raw) if isinstance(raw, str) else raw
+        if parsed:  # "null" in the progress of a batch replayed after a restart
+            out.append(parsed)
     return out
 
 

@@ -15,6 +15,8 @@ from pyspark.sql import functions as F
 from spark_eventbus import AckingBatchWriter
 from spark_eventbus.acl import rule
 from spark_eventbus.cli import main as cli
+from spark_eventbus.losses import RangeLoss
+from spark_eventbus.redisio import record_losses
 from tests.integration.helpers import checkpoint, pending, produce, run_available_now, stream_df
 
 pytestmark = pytest.mark.integration
@@ -124,6 +126,13 @@ def test_cli_role(redis_server, capsys):
                 "earliest"]) == 0
     assert cli(["--url", url, "group", "create", "--stream", stream, "--group", "g2"]) == 0
     assert "Moved 2 pending entries" in capsys.readouterr().out
+    # a replay stopped on lost entries (as an executor records it): status, accept-loss
+    assert not record_losses(r, stream, "g", "spark-g", "run", 3, 0, True,
+                             [RangeLoss("1-0", "9-0", 5, 2)])
+    assert cli(["--url", url, "status", "--stream", stream, "--group", "g"]) == 0
+    assert "STOPPED on lost entries" in capsys.readouterr().out
+    assert cli(["--url", url, "group", "accept-loss", "--stream", stream, "--group", "g"]) == 0
+    assert "Accepted the loss of 2 entries" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("drop", ["+xautoclaim", "+xreadgroup", "+evalsha"])

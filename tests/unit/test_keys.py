@@ -15,6 +15,7 @@ from spark_eventbus.keys import (
     hash_tag,
     key_slot,
     lease_key,
+    loss_key,
     plan_key,
     sink_marker_key,
     sink_registry_key,
@@ -67,6 +68,7 @@ def _all_keys(names: list[str]) -> dict[str, tuple[str, ...]]:
         for a, b in itertools.product(parts, repeat=2):
             add(plan_key(stream, a, b), ("plan", stream, a, b))
             add(lease_key(stream, a, b), ("lease", stream, a, b))
+            add(loss_key(stream, a, b), ("loss", stream, a, b))
             for task in (0, 1):
                 add(sink_marker_key(stream, a, b, task), ("sink", stream, a, b, str(task)))
     for query in names:
@@ -76,13 +78,13 @@ def _all_keys(names: list[str]) -> dict[str, tuple[str, ...]]:
 
 def test_derived_keys_are_injective_over_tricky_names():
     keys = _all_keys(TRICKY)
-    assert len(keys) == 4 * len(TRICKY) * 12 * 12 + len(TRICKY)
+    assert len(keys) == 5 * len(TRICKY) * 12 * 12 + len(TRICKY)
 
 
 def test_every_derived_key_lives_in_its_streams_slot():
     for stream in TRICKY:
         for key in (plan_key(stream, "g", "c"), lease_key(stream, "g:1", "{c}"),
-                    sink_marker_key(stream, "q", "7", 3)):
+                    loss_key(stream, "g", "c:{x}"), sink_marker_key(stream, "q", "7", 3)):
             assert key_slot(key) == key_slot(stream), (stream, key)
 
 
@@ -99,6 +101,8 @@ def test_keys_are_readable_for_plain_names():
         "{orders}:eventbus:plan:orders:billing:spark-billing")
     assert sink_marker_key("{t}:a", "q1", "3", 1) == "{t}:eventbus:sink:%7Bt%7D%3Aa:q1:3:1"
     assert lease_key("a}b", "g", "c").startswith("{slot-")  # no tag can quote 'a}b'
+    assert loss_key("orders", "billing", "spark-billing") == (
+        "{orders}:eventbus:loss:orders:billing:spark-billing")
 
 
 def test_a_name_no_brace_can_quote_gets_a_searched_tag_of_its_slot():
