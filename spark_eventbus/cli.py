@@ -18,52 +18,16 @@ from typing import Any, NoReturn
 
 from . import pyfiles
 from .acl import ROLES, rule
+from .connection import check_url, connection_spec
 from .errors import EventBusError
 from .losses import RangeLoss, accept_command, listing
-from .options import check_tls, check_url, starting_position
-from .redisio import (
-    ConnectionSpec,
-    Redis,
-    admin,
-    client,
-    key_type,
-    redis_errors,
-    replay_page,
-    stream_exists,
-    text,
-)
+from .options import starting_position
+from .redisio.admin import Admin
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
-
-
-def status(r: Redis, stream: str, group: str | None, dlq: str) -> dict[str, Any]:
-    """Per group: lag, pending, last delivered ID, consumers (idle ms, pending), and the
-    batches its queries stopped on because entries were missing at replay."""
-    if not stream_exists(r, stream):
-        raise EventBusError(f"stream {stream!r} does not exist")
-    info: Any = r.xinfo_stream(stream)
-    groups = []
-    for g in r.xinfo_groups(stream):
-        name = text(g["name"])
-        if group is not None and name != group:
-            continue
-        consumers = [{"name": text(c["name"]), "pending": int(c["pending"]),
-                      "idle_ms": int(c["idle"])}
-                     for c in r.xinfo_consumers(stream, name)]
-        groups.append({"group": name, "lag": g.get("lag"), "pending": int(g["pending"]),
-                       "last_delivered_id": text(g["last-delivered-id"]),
-                       "consumers": consumers,
-                       "stopped_on_lost_entries": [
-                           rec.to_json() for rec in admin.stopped_on_losses(r, stream, name)]})
-    if group is not None and not groups:
-        raise EventBusError(f"stream {stream!r} has no consumer group {group!r}")
-    dlq_len = r.xlen(dlq) if key_type(r, dlq) == "stream" else 0
-    return {"stream": stream, "length": int(info["length"]),
-            "last_generated_id": text(info["last-generated-id"]), "groups": groups,
-            "dead_letter_stream": dlq, "dead_letter_length": int(dlq_len)}
 
 
 def format_status(st: dict[str, Any]) -> str:
@@ -99,24 +63,6 @@ def _format_loss(stream: str, group: str, rec: dict[str, Any]) -> list[str]:
         return [head, "    accepted: the query's next replay of the batch moves past them"]
     return [head, f"    to move past them once: {accept_command(stream, group, rec['consumer'])}"
                   " (docs/data-loss.md)"]
-
-
-def replay(spec: ConnectionSpec, source: str, target: str, limit: int | None
-           ) -> dict[str, int]:
-    """Move up to ``limit`` dead-lettered entries from ``source`` back to ``target``, exactly
-    once per entry (one script per page, or marked steps across cluster slots)."""
-    r = client(spec)
-    for key in (source, target):
-        stream_exists(r, key)
-    moved = kept = 0
-    cursor = "-"
-    while limit is None or moved < limit:
-        page = 500 if limit is None else min(500, limit - moved)
-        m, k, cursor = replay_page(spec, source, target, page, cursor)
-        moved, kept = moved + m, kept + k
-        if m + k == 0:
-            break
-    return {"moved": moved, "kept_without_fields": kept}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,17 +161,12 @@ def main(argv: list[str] | None = None) -> int:
         except EventBusError as exc:
             ap.error(str(exc).replace("option '--to'", "--to"))
     try:
-        check_tls({"url": args.url, "tls_ca_cert": args.tls_ca_cert,
-                   "tls_cert_file": args.tls_cert_file, "tls_key_file": args.tls_key_file})
+        spec = connection_spec(args.url, args.password, args.tls_ca_cert, args.tls_cert_file,
+                               args.tls_key_file, url_name="--url")
     except EventBusError as exc:
         ap.error(str(exc))
-    spec = ConnectionSpec(args.url, args.password, args.tls_ca_cert, args.tls_cert_file,
-                          args.tls_key_file)
-    doing = ("reading the status" if args.command == "status"
-             else f"running {args.command} {args.action}")
     try:
-        with redis_errors(doing, spec):
-            return _run(args, spec)
+        return _run(args, Admin(spec))
     except EventBusError as exc:
         print(f"eventbus: {exc}", file=sys.stderr)
         return 1
@@ -248,12 +189,11 @@ def _table(rows: list[list[str]], header: list[str], right: frozenset[int] = fro
     return "\n".join([line(header), *(line(r) for r in rows)])
 
 
-def _run(args: argparse.Namespace, spec: ConnectionSpec) -> int:
-    r = client(spec)
+def _run(args: argparse.Namespace, admin: Admin) -> int:
     if args.command == "status":
         dlq = args.dlq or f"{args.stream}:dlq"
         while True:
-            result = status(r, args.stream, args.group, dlq)
+            result = admin.status(args.stream, args.group, dlq)
             if args.watch and not args.json and sys.stdout.isatty():
                 print("\x1b[H\x1b[2J", end="")  # clear the terminal
             _print(args, result, format_status(result))
@@ -262,19 +202,19 @@ def _run(args: argparse.Namespace, spec: ConnectionSpec) -> int:
             sys.stdout.flush()
             time.sleep(args.watch)
     if args.command == "group":
-        return _group(args, r)
+        return _group(args, admin)
     if args.command == "consumer":
-        moved = admin.forget_consumer(r, args.stream, args.group, args.name, args.to)
+        moved = admin.forget_consumer(args.stream, args.group, args.name, args.to)
         _print(args, {"consumer": args.name, "moved_to": args.to, "moved": moved},
                f"Moved {moved} pending entries from consumer {args.name!r} to {args.to!r} and "
                f"deleted {args.name!r}.")
         return 0
-    return _dlq(args, spec, r)
+    return _dlq(args, admin)
 
 
-def _group(args: argparse.Namespace, r: Redis) -> int:
+def _group(args: argparse.Namespace, admin: Admin) -> int:
     if args.action == "accept-loss":
-        accepted = admin.accept_loss(r, args.stream, args.group, args.consumer, args.batch)
+        accepted = admin.accept_loss(args.stream, args.group, args.consumer, args.batch)
         lines = [f"Accepted the loss of {rec.missing} entries of stream {args.stream!r} in "
                  f"batch {rec.seq} (consumer {rec.consumer!r}): {listing(rec.ranges)}."
                  for rec in accepted]
@@ -284,12 +224,12 @@ def _group(args: argparse.Namespace, r: Redis) -> int:
         _print(args, [rec.to_json() for rec in accepted], "\n".join(lines))
         return 0
     if args.action == "create":
-        at = admin.create_group(r, args.stream, args.group, args.position)
+        at = admin.create_group(args.stream, args.group, args.position)
         _print(args, {"stream": args.stream, "group": args.group, "after": at},
                f"Created group {args.group!r} on stream {args.stream!r}: it delivers the "
                f"entries after {at}.")
         return 0
-    at, live = admin.seek_group(r, args.stream, args.group, args.position, args.force)
+    at, live = admin.seek_group(args.stream, args.group, args.position, args.force)
     note = ("" if not live else " A running query reads the group: it reads after the new "
             "position from its next batch on; batches it already logged are replayed as they "
             "were.")
@@ -304,29 +244,22 @@ def _group(args: argparse.Namespace, r: Redis) -> int:
 DLQ_COLUMNS = ("dlq.reason", "dlq.source.stream", "dlq.source.id", "dlq.delivery_count")
 
 
-def _dlq(args: argparse.Namespace, spec: ConnectionSpec, r: Redis) -> int:
+def _dlq(args: argparse.Namespace, admin: Admin) -> int:
     if args.action == "replay":
-        moved = replay(spec, args.source, args.target, args.limit)
+        moved = admin.replay_dead_letters(args.source, args.target, args.limit)
         print(f"Moved {moved['moved']} entries from {args.source!r} to {args.target!r}"
               + (f"; kept {moved['kept_without_fields']} with no original field."
                  if moved["kept_without_fields"] else "."))
         return 0
-    if not stream_exists(r, args.dlq):
-        raise EventBusError(f"dead-letter stream {args.dlq!r} does not exist")
     if args.action == "list":
-        newest: Any = r.xrevrange(args.dlq, count=args.count)
-        entries = [{"id": text(i), **{text(k): text(v) for k, v in (f or {}).items()}}
-                   for i, f in newest]
+        entries = admin.dead_letters(args.dlq, args.count)
         rows = [[e["id"], *(e.get(c, "") for c in DLQ_COLUMNS)] for e in entries]
         shown = [[*row[:1], row[1][:60], *row[2:]] for row in rows]
         _print(args, entries, _table(shown, ["id", "reason", "source stream", "source id",
                                              "deliveries"], frozenset({4}))
                if rows else f"{args.dlq!r} is empty.")
         return 0
-    found: Any = r.xrange(args.dlq, args.id, args.id)
-    if not found:
-        raise EventBusError(f"dead-letter stream {args.dlq!r} has no entry {args.id!r}")
-    fields = {text(k): text(v) for k, v in found[0][1].items()}
+    fields = admin.dead_letter_fields(args.dlq, args.id)
     _print(args, {"id": args.id, "fields": fields},
            _table([[k, v] for k, v in fields.items()], ["field", "value"]))
     return 0

@@ -17,15 +17,7 @@ from .decoding import BatchBuilder, ValueParser, output_schema, parse_value_sche
 from .errors import DataLossError, EventBusError
 from .losses import RangeLoss, loss_message, range_loss, skip_message
 from .partitions import RangePartition, ReadSpec, SlicePartition
-from .redisio import (
-    Redis,
-    ack_gone,
-    client,
-    record_losses,
-    redis_errors,
-    xrange_each,
-    xrange_pages,
-)
+from .redisio.replay import StreamReplay
 from .worker_gc import settle
 
 log = logging.getLogger("spark_eventbus")
@@ -55,43 +47,41 @@ def read_slice(part: SlicePartition) -> Iterator[pa.RecordBatch]:
     """
     settle()
     spec, sl = part.spec, part.slice
-    r = client(spec.conn, raw_entries=True)
+    replay = StreamReplay(spec.conn, sl.stream)
     build = _builder(spec)
     lost: list[RangeLoss] = []
-    with redis_errors(f"reading stream {sl.stream!r}", spec.conn):
-        for rng in sl.chunks:
-            returned = 0
-            for page in xrange_pages(r, sl.stream, rng.first, rng.last, READ_PAGE):
-                returned += len(page)
-                yield build.build(sl.stream, page, 1)
-            gone = range_loss(rng, returned)
-            if gone is not None:
-                lost.append(gone)
-        for k in range(0, len(sl.reclaimed), READ_PAGE):
-            part_ids = sl.reclaimed[k:k + READ_PAGE]
-            rows, counts = [], []
-            found = xrange_each(r, sl.stream, [entry_id for entry_id, _ in part_ids])
-            for (entry_id, deliveries), entry in zip(part_ids, found, strict=True):
-                if entry is None:
-                    lost.append(RangeLoss(entry_id, entry_id, 1, 1, reclaimed=True))
-                else:
-                    rows.append(entry)
-                    counts.append(deliveries)
-            if rows:
-                yield build.build(sl.stream, rows, counts)
+    for rng in sl.chunks:
+        returned = 0
+        for page in replay.pages(rng.first, rng.last, READ_PAGE):
+            returned += len(page)
+            yield build.build(sl.stream, page, 1)
+        gone = range_loss(rng, returned)
+        if gone is not None:
+            lost.append(gone)
+    for k in range(0, len(sl.reclaimed), READ_PAGE):
+        part_ids = sl.reclaimed[k:k + READ_PAGE]
+        rows, counts = [], []
+        found = replay.entries([entry_id for entry_id, _ in part_ids])
+        for (entry_id, deliveries), entry in zip(part_ids, found, strict=True):
+            if entry is None:
+                lost.append(RangeLoss(entry_id, entry_id, 1, 1, reclaimed=True))
+            else:
+                rows.append(entry)
+                counts.append(deliveries)
+        if rows:
+            yield build.build(sl.stream, rows, counts)
     if lost:
-        _handle_lost(r, part, lost)
+        _handle_lost(replay, part, lost)
 
 
-def _handle_lost(r: Redis, part: SlicePartition, lost: list[RangeLoss]) -> None:
+def _handle_lost(replay: StreamReplay, part: SlicePartition, lost: list[RangeLoss]) -> None:
     spec, stream = part.spec, part.slice.stream
     assert spec.group is not None and spec.consumer is not None
     fail = spec.fail_on_data_loss
     message = loss_message(stream, spec.group, spec.consumer, part.seq, lost, spec.conn.display)
     try:
-        with redis_errors(f"recording entries lost from stream {stream!r}", spec.conn):
-            move_past = record_losses(r, stream, spec.group, spec.consumer, part.run, part.seq,
-                                      int(time.time() * 1000), fail, lost)
+        move_past = replay.record_losses(spec.group, spec.consumer, part.run, part.seq,
+                                         int(time.time() * 1000), fail, lost)
     except EventBusError as exc:
         if fail:  # the loss is what the operator must see, not the failed bookkeeping
             raise DataLossError(f"{message} It could not be recorded for `eventbus status` "
@@ -103,15 +93,13 @@ def _handle_lost(r: Redis, part: SlicePartition, lost: list[RangeLoss]) -> None:
            else "option 'failOnDataLoss' is 'false'")
     log.warning(skip_message(stream, part.seq, lost, why))
     if spec.ack_mode != "none":
-        with redis_errors(f"acking entries lost from stream {stream!r}", spec.conn):
-            ack_gone(r, stream, spec.group, lost)
+        replay.ack_gone(spec.group, lost)
 
 
 def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     """A batch read of ``XRANGE start end``, paged."""
     settle()
-    r = client(part.spec.conn, raw_entries=True)
     build = _builder(part.spec)
-    with redis_errors(f"reading stream {part.stream!r}", part.spec.conn):
-        for page in xrange_pages(r, part.stream, part.start, part.end, READ_PAGE):
-            yield build.build(part.stream, page, None)
+    for page in StreamReplay(part.spec.conn, part.stream).pages(part.start, part.end,
+                                                                READ_PAGE):
+        yield build.build(part.stream, page, None)

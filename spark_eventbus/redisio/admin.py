@@ -6,16 +6,22 @@ lets the next replay of the batch a query stopped on move past the entries recor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ConfigError, EventBusError
 from ..keys import lease_key
 from ..losses import LossRecord
 from .base import Redis
+from .boundary import redis_errors
+from .client import ConnectionSpec, client
+from .deadletter import replay_page
 from .group import before_first_entry
 from .losses import accept_losses, loss_records
-from .streams import stream_exists, text
+from .streams import key_type, stream_exists, text
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -160,3 +166,105 @@ def accept_loss(r: Redis, stream: str, group: str, consumer: str | None, seq: in
         f"no query of{which} group {group!r} on stream {stream!r} is stopped on lost "
         f"entries{batch}: nothing to accept. `eventbus status --stream {stream} --group "
         f"{group}` shows the losses recorded (they are kept until the batch commits).")
+
+
+def status(r: Redis, stream: str, group: str | None, dlq: str) -> dict[str, Any]:
+    """Per group: lag, pending, last delivered ID, consumers (idle ms, pending), and the
+    batches its queries stopped on because entries were missing at replay."""
+    if not stream_exists(r, stream):
+        raise EventBusError(f"stream {stream!r} does not exist")
+    info: Any = r.xinfo_stream(stream)
+    groups = []
+    for g in r.xinfo_groups(stream):
+        name = text(g["name"])
+        if group is not None and name != group:
+            continue
+        groups.append({"group": name, "lag": g.get("lag"), "pending": int(g["pending"]),
+                       "last_delivered_id": text(g["last-delivered-id"]),
+                       "consumers": consumers(r, stream, name),
+                       "stopped_on_lost_entries": [
+                           rec.to_json() for rec in stopped_on_losses(r, stream, name)]})
+    if group is not None and not groups:
+        raise EventBusError(f"stream {stream!r} has no consumer group {group!r}")
+    dlq_len = r.xlen(dlq) if key_type(r, dlq) == "stream" else 0
+    return {"stream": stream, "length": int(info["length"]),
+            "last_generated_id": text(info["last-generated-id"]), "groups": groups,
+            "dead_letter_stream": dlq, "dead_letter_length": int(dlq_len)}
+
+
+def dead_letters(r: Redis, dlq: str, count: int) -> list[dict[str, str]]:
+    """The newest ``count`` entries of dead-letter stream ``dlq``, newest first, as text."""
+    if not stream_exists(r, dlq):
+        raise EventBusError(f"dead-letter stream {dlq!r} does not exist")
+    newest: Any = r.xrevrange(dlq, count=count)
+    return [{"id": text(i), **{text(k): text(v) for k, v in (f or {}).items()}}
+            for i, f in newest]
+
+
+def dead_letter_fields(r: Redis, dlq: str, entry_id: str) -> dict[str, str]:
+    """Every field of one dead letter, as text."""
+    if not stream_exists(r, dlq):
+        raise EventBusError(f"dead-letter stream {dlq!r} does not exist")
+    found: Any = r.xrange(dlq, entry_id, entry_id)
+    if not found:
+        raise EventBusError(f"dead-letter stream {dlq!r} has no entry {entry_id!r}")
+    return {text(k): text(v) for k, v in found[0][1].items()}
+
+
+def replay_dead_letters(spec: ConnectionSpec, source: str, target: str, limit: int | None
+                        ) -> dict[str, int]:
+    """Move up to ``limit`` dead-lettered entries from ``source`` back to ``target``, exactly
+    once per entry (one script per page, or marked steps across cluster slots)."""
+    r = client(spec)
+    for key in (source, target):
+        stream_exists(r, key)
+    moved = kept = 0
+    cursor = "-"
+    while limit is None or moved < limit:
+        page = 500 if limit is None else min(500, limit - moved)
+        m, k, cursor = replay_page(spec, source, target, page, cursor)
+        moved, kept = moved + m, kept + k
+        if m + k == 0:
+            break
+    return {"moved": moved, "kept_without_fields": kept}
+
+
+class Admin:
+    """The operator's actions against one server (the CLI's), each translating redis-py's
+    errors into :mod:`spark_eventbus.errors` here, naming what it was doing."""
+
+    def __init__(self, spec: ConnectionSpec) -> None:
+        self.spec = spec
+
+    def _call(self, doing: str, fn: Callable[..., _T], *args: Any) -> _T:
+        with redis_errors(doing, self.spec):
+            return fn(client(self.spec), *args)
+
+    def status(self, stream: str, group: str | None, dlq: str) -> dict[str, Any]:
+        return self._call("reading the status", status, stream, group, dlq)
+
+    def create_group(self, stream: str, group: str, position: str) -> str:
+        return self._call("running group create", create_group, stream, group, position)
+
+    def seek_group(self, stream: str, group: str, position: str, force: bool
+                   ) -> tuple[str, list[LiveLease]]:
+        return self._call("running group seek", seek_group, stream, group, position, force)
+
+    def accept_loss(self, stream: str, group: str, consumer: str | None, seq: int | None
+                    ) -> list[LossRecord]:
+        return self._call("running group accept-loss", accept_loss, stream, group, consumer,
+                          seq)
+
+    def forget_consumer(self, stream: str, group: str, name: str, to: str) -> int:
+        return self._call("running consumer forget", forget_consumer, stream, group, name, to)
+
+    def dead_letters(self, dlq: str, count: int) -> list[dict[str, str]]:
+        return self._call("running dlq list", dead_letters, dlq, count)
+
+    def dead_letter_fields(self, dlq: str, entry_id: str) -> dict[str, str]:
+        return self._call("running dlq show", dead_letter_fields, dlq, entry_id)
+
+    def replay_dead_letters(self, source: str, target: str, limit: int | None
+                            ) -> dict[str, int]:
+        with redis_errors("running dlq replay", self.spec):
+            return replay_dead_letters(self.spec, source, target, limit)

@@ -23,6 +23,7 @@ from spark_eventbus.cli import main as cli
 from spark_eventbus.keys import loss_key
 from spark_eventbus.offsets import BatchOffset
 from spark_eventbus.stream_reader import EventBusStreamReader
+from tests.harness.redis_server import RedisServer
 from tests.integration.helpers import (
     checkpoint,
     driver_reader,
@@ -32,7 +33,6 @@ from tests.integration.helpers import (
     stream_df,
     wait_for,
 )
-from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration
 
