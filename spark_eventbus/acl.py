@@ -26,8 +26,8 @@ ROLES: dict[str, tuple[str, ...]] = {
     # records (loss_record.lua, XPENDING + XACK of what is gone; loss_settle.lua).
     "streaming-reader": (*_CONNECT, *_SCRIPTS, "type", "xinfo|stream", "xinfo|groups",
                          "xgroup|create", "xreadgroup", "xautoclaim", "xpending", "xack",
-                         "xrange", "get", "set", "del", "pttl", "hget", "hexists", "hgetall",
-                         "hset", "hdel", "pexpire"),
+                         "xrange", "xrevrange", "get", "set", "del", "pttl", "hget", "hexists",
+                         "hgetall", "hset", "hdel", "pexpire"),
     # spark.read: XRANGE of a range, nothing written.
     "batch-reader": (*_CONNECT, "type", "xrange", "xrevrange"),
     # df.write / writeStream: a chunk as WATCH + MULTI/EXEC (XADD, trimming, markers), or

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .field_values import encode_column, invalid_utf8, lengths, pylist
+from .field_values import as_bytes, encode_column, invalid_utf8, lengths, pylist
 from .sink_schema import (
     FIELDS_COLUMN,
     STREAM_COLUMN,
@@ -86,7 +86,7 @@ def encode_batch(plan: EncodingPlan, rb: pa.RecordBatch, *, default_stream: str 
         stream_values: list[str | None] | None = (
             targets.to_pylist() if not not_text else
             [None if v is None else v.decode("utf-8", "replace")
-             for v in targets.view(pa.binary()).to_pylist()])
+             for v in as_bytes(targets).to_pylist()])
         for i in not_text:
             assert stream_values is not None
             stream_values[i] = None
@@ -213,7 +213,7 @@ def _encode_fields_map(plan: EncodingPlan, rb: pa.RecordBatch,
     if rejects:
         bad[list(rejects)] = True
     bad_keys = invalid_utf8(col.keys)
-    keys = ([k.decode("utf-8", "backslashreplace") for k in col.keys.view(pa.binary()).to_pylist()]
+    keys = ([k.decode("utf-8", "backslashreplace") for k in as_bytes(col.keys).to_pylist()]
             if bad_keys else col.keys.to_pylist())
     bad_name = None
     if bad_keys:

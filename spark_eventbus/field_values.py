@@ -87,6 +87,12 @@ def _variant_value(v: Any) -> Any:
     return json.loads(VariantVal(v["value"], v["metadata"]).toJson())
 
 
+def as_bytes(arr: pa.Array) -> pa.Array:
+    """A string array's bytes, unchecked (a string → binary cast does not validate UTF-8);
+    ``large_string`` gives ``large_binary``."""
+    return arr.cast(pa.large_binary() if pa.types.is_large_string(arr.type) else pa.binary())
+
+
 def pylist(arr: pa.Array) -> list[Any]:
     """``arr.to_pylist()``, except that a string array holding bytes that are not UTF-8 (Spark
     passes ``CAST(binary AS STRING)`` through unchecked) gives bytes instead of raising: Redis
@@ -94,18 +100,18 @@ def pylist(arr: pa.Array) -> list[Any]:
     try:
         return arr.to_pylist()
     except UnicodeDecodeError:
-        return arr.view(pa.binary()).to_pylist()
+        return as_bytes(arr).to_pylist()
 
 
 def invalid_utf8(arr: pa.Array) -> list[int]:
     """Positions of the values of string array ``arr`` that are not valid UTF-8."""
     try:
-        arr.view(pa.binary()).cast(pa.string())
+        as_bytes(arr).cast(pa.string())
         return []
     except pa.ArrowInvalid:
         pass
     out = []
-    for i, v in enumerate(arr.view(pa.binary()).to_pylist()):
+    for i, v in enumerate(as_bytes(arr).to_pylist()):
         try:
             v is None or v.decode("utf-8")
         except UnicodeDecodeError:

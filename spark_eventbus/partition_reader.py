@@ -83,7 +83,10 @@ def _handle_lost(replay: StreamReplay, part: SlicePartition, lost: list[RangeLos
         move_past = replay.record_losses(spec.group, spec.consumer, part.run, part.seq,
                                          int(time.time() * 1000), fail, lost)
     except EventBusError as exc:
-        if fail:  # the loss is what the operator must see, not the failed bookkeeping
+        # A retriable failure (Redis unreachable, a failover under way): the task's retry
+        # records the loss once Redis answers. Otherwise the loss is what the operator must
+        # see, not the failed bookkeeping.
+        if fail and not exc.retriable:
             raise DataLossError(f"{message} It could not be recorded for `eventbus status` "
                                 f"and accept-loss: {exc}") from exc
         raise
