@@ -7,6 +7,7 @@ stream and group."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from .streams import (
     stream_exists,
     text,
 )
+
+log = logging.getLogger("spark_eventbus")
 
 # IDs of claimed ranges kept on the driver (RESP-encoded, ~22 bytes each) so that acking a
 # committed range is one plain XACK of its IDs instead of ack_range (XPENDING + XACK in Lua).
@@ -329,20 +332,26 @@ class ConsumerOps:
     def stats(self) -> GroupStats:
         """Lag and pending of the group (``XINFO GROUPS``); ``None`` where Redis does not know.
 
-        Progress only: a stream deleted or replaced since the last claim gives unknowns here,
-        and the next claim stops the query with the error that names what happened.
+        Progress only: a stream deleted or replaced since the last claim, or Redis unreachable
+        past the client's retries (a restart, a failover), gives unknowns here; the next claim
+        stops the query with the error that names what happened, if it still holds then.
         """
-        with self._errors("reading group info"):
-            try:
-                groups = self.redis.xinfo_groups(self.stream)
-            except ResponseError as exc:
-                if str(exc).startswith(("no such key", "WRONGTYPE")):
-                    return GroupStats(None, None, None)
-                raise
-            for g in groups:
-                if text(g["name"]) == self.group:
-                    return GroupStats(int(g["pending"]), self._lag(g),
-                                      text(g["last-delivered-id"]))
+        try:
+            with self._errors("reading group info"):
+                try:
+                    groups = self.redis.xinfo_groups(self.stream)
+                except ResponseError as exc:
+                    if str(exc).startswith(("no such key", "WRONGTYPE")):
+                        return GroupStats(None, None, None)
+                    raise
+                for g in groups:
+                    if text(g["name"]) == self.group:
+                        return GroupStats(int(g["pending"]), self._lag(g),
+                                          text(g["last-delivered-id"]))
+        except EventBusConnectionError as exc:
+            log.warning("spark-eventbus: progress of stream %r shows unknowns: %s",
+                        self.stream, exc)
+            return GroupStats(None, None, None)
         return GroupStats(None, None, None)
 
     def _lag(self, group: dict[str, Any]) -> int | None:

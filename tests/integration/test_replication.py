@@ -117,3 +117,24 @@ def test_a_query_whose_node_is_demoted_stops_retriably_and_carries_on_at_the_new
     assert run(new.url) is None
     assert sorted(seen) == sorted(first + second)
     assert pending(new.client(), stream, group) == 0
+
+
+def test_progress_with_redis_unreachable_is_unknown_not_a_failed_query(tmp_path, names):
+    """A progress report (``reportLatestOffset``) must not stop a query: with Redis down past
+    the client's retries (a restart, a failover), the stats are unknown; the next claim is
+    what fails, if Redis is still down then."""
+    server = RedisServer(tmp_path / "r").start()
+    try:
+        r = server.client()
+        stream, group = names["stream"], names["group"]
+        produce(r, stream, 10)
+        r.xgroup_create(stream, group, id="0")
+        ops = ConsumerOps(ConnectionSpec(server.url), stream, group, "c")
+        assert ops.stats().lag == 10
+        server.kill()
+        stats = ops.stats()
+        assert (stats.pending, stats.lag, stats.last_delivered) == (None, None, None)
+        server.start()
+        assert ops.stats().lag == 10  # the same client reconnects
+    finally:
+        server.stop()
