@@ -19,9 +19,15 @@ from pyspark.sql import functions as F
 
 from . import _portable
 from ._version import __version__
-from .connection import DEFAULT_URL, ConnectionSpec, connection_spec
+from .connection import (
+    DEFAULT_FAILOVER_TIMEOUT_MS,
+    DEFAULT_URL,
+    DEFAULT_WAIT_TIMEOUT_MS,
+    ConnectionSpec,
+    connection_spec,
+)
 from .errors import ConfigError, EventBusError, printable
-from .redisio import ack_entries, dead_letter_entries
+from .redisio import ack_entries, dead_letter_entries, preflight
 
 log = logging.getLogger("spark_eventbus")
 
@@ -55,6 +61,13 @@ class AckingBatchWriter:
         Where to ack: the reader's ``url``/``password`` and consumer ``group``.
     tls_ca_cert, tls_cert_file, tls_key_file : str, optional
         As the reader's ``tlsCaCert``, ``tlsCertFile``, ``tlsSecretKeyFile`` (``rediss://`` URLs).
+    sentinels, sentinel_master, sentinel_username, sentinel_password, failover_timeout_ms
+        As the reader's ``sentinels`` (``'host:port,host:port'``), ``sentinelMaster``,
+        ``sentinelUsername``, ``sentinelPassword``, ``failoverTimeoutMs``
+        (docs/high-availability.md).
+    wait_replicas, wait_timeout_ms, wait_aof
+        As ``waitReplicas``, ``waitTimeoutMs``, ``waitAof``: dead letters wait for that many
+        replicas (and the AOF) before the batch goes on.
     dead_letter_stream : str, optional
         Where malformed rows go, with ``dlq.reason``, ``dlq.source.stream``, ``dlq.source.id``,
         ``dlq.group``, ``dlq.delivery_count``. Without it a malformed row fails the batch.
@@ -78,7 +91,11 @@ class AckingBatchWriter:
                  dead_letter_stream: str | None = None, ack_batch_size: int = 1000,
                  password: str | None = None, is_valid: Column | str | None = None,
                  tls_ca_cert: str | None = None, tls_cert_file: str | None = None,
-                 tls_key_file: str | None = None) -> None:
+                 tls_key_file: str | None = None, sentinels: str = "",
+                 sentinel_master: str | None = None, sentinel_username: str | None = None,
+                 sentinel_password: str | None = None,
+                 failover_timeout_ms: int = DEFAULT_FAILOVER_TIMEOUT_MS, wait_replicas: int = 0,
+                 wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS, wait_aof: bool = False) -> None:
         if not callable(handler):
             raise ConfigError(f"handler {handler!r} is not callable: pass a function "
                               "handler(batch_df, batch_id).")
@@ -87,8 +104,12 @@ class AckingBatchWriter:
         if not isinstance(ack_batch_size, int) or not 1 <= ack_batch_size <= 100_000:
             raise ConfigError(f"ack_batch_size = {ack_batch_size!r} is invalid: use a whole "
                               "number from 1 to 100000.")
-        self.spec = connection_spec(url, password, tls_ca_cert, tls_cert_file, tls_key_file,
-                                    url_name="url")
+        self.spec = connection_spec(
+            url, password, tls_ca_cert, tls_cert_file, tls_key_file, sentinels=sentinels,
+            sentinel_master=sentinel_master, sentinel_username=sentinel_username,
+            sentinel_password=sentinel_password, failover_timeout_ms=failover_timeout_ms,
+            wait_replicas=wait_replicas, wait_timeout_ms=wait_timeout_ms, wait_aof=wait_aof,
+            style="argument")
         if dead_letter_stream is not None and not dead_letter_stream.strip():
             raise ConfigError("dead_letter_stream is empty: name a stream or pass None.")
         self.handler = handler
@@ -125,6 +146,8 @@ class AckingBatchWriter:
             raise ConfigError(
                 f"AckingBatchWriter needs the reader's columns; {sorted(missing)} are missing. "
                 "Keep 'stream' and 'id' in the DataFrame passed to foreachBatch.")
+        if self.dead_letter_stream is not None:
+            preflight(self.spec, "argument")  # wait_replicas / wait_aof (once per process)
         df = batch_df.withColumn(_REASON, self._reason(batch_df)).persist()
         try:
             bad = df.where(F.col(_REASON).isNotNull())

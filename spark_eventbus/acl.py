@@ -16,6 +16,12 @@ from .keys import PREFIX, slot_tag
 # Every client: the RESP3 handshake, its name, health checks; scripts load on NOSCRIPT.
 _CONNECT = ("hello", "client|setname", "ping")
 _SCRIPTS = ("evalsha", "script|load")
+# waitReplicas: the barrier after the writes the guarantees rest on, and the check at start
+# (INFO replication: replicas online; redisio/durability.py). Harmless without the option. waitAof also needs +waitaof, which a
+# server without WAITAOF (Redis < 7.2) refuses in ACL SETUSER: added by ``wait_aof=True``.
+_WAIT = ("wait", "info")
+_WAIT_AOF = ("waitaof",)
+_WRITERS = {"streaming-reader", "sink", "acking-writer"}
 # redis-py's cluster client reads the topology and the command table at start.
 CLUSTER = ("cluster|slots", "cluster|shards", "command")
 
@@ -27,17 +33,18 @@ ROLES: dict[str, tuple[str, ...]] = {
     "streaming-reader": (*_CONNECT, *_SCRIPTS, "type", "xinfo|stream", "xinfo|groups",
                          "xgroup|create", "xreadgroup", "xautoclaim", "xpending", "xack",
                          "xrange", "xrevrange", "get", "set", "del", "pttl", "hget", "hexists",
-                         "hgetall", "hset", "hdel", "pexpire"),
+                         "hgetall", "hset", "hdel", "pexpire", *_WAIT),
     # spark.read: XRANGE of a range, nothing written.
     "batch-reader": (*_CONNECT, "type", "xrange", "xrevrange"),
     # df.write / writeStream: a chunk as WATCH + MULTI/EXEC (XADD, trimming, markers), or
     # sink_chunk.lua; the marker registry.
     "sink": (*_CONNECT, *_SCRIPTS, "type", "xadd", "xtrim", "time", "sismember", "sadd", "srem",
-             "pexpire", "watch", "multi", "exec", "discard", "hset", "hgetall", "hdel", "unlink"),
+             "pexpire", "watch", "multi", "exec", "discard", "hset", "hgetall", "hdel", "unlink",
+             *_WAIT),
     # foreachBatch(AckingBatchWriter): XACK, dead_letter.lua; across cluster slots the marked
     # steps of redisio/deadletter.py.
     "acking-writer": (*_CONNECT, *_SCRIPTS, "xack", "xpending", "xrange", "xadd", "sismember",
-                      "sadd", "srem", "pexpire"),
+                      "sadd", "srem", "pexpire", *_WAIT),
     # eventbus status (with the loss records), dlq list/show/replay, group create/seek (checks
     # the consumer leases), group accept-loss (loss_accept.lua), consumer forget (XPENDING +
     # XCLAIM, then XGROUP DELCONSUMER)
@@ -63,11 +70,13 @@ def key_patterns(role: str, streams: Iterable[str], dead_letter_stream: str | No
 
 
 def rule(role: str, streams: Iterable[str], dead_letter_stream: str | None = None,
-         cluster: bool = False) -> str:
-    """The ACL SETUSER rule (after the user name and password) of ``role``."""
+         cluster: bool = False, wait_aof: bool = False) -> str:
+    """The ACL SETUSER rule (after the user name and password) of ``role``; ``wait_aof`` adds
+    what option ``waitAof`` needs (Redis >= 7.2, Valkey)."""
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
-    commands = ROLES[role] + (CLUSTER if cluster else ())
+    commands = ROLES[role] + (CLUSTER if cluster else ()) \
+        + (_WAIT_AOF if wait_aof and role in _WRITERS else ())
     if role == "streaming-reader" and dead_letter_stream:  # maxDeliveries: reclaim.lua XADDs
         commands += ("xadd", "sismember", "sadd", "srem")
     keys = key_patterns(role, streams, dead_letter_stream)

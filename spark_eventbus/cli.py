@@ -72,6 +72,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tls-ca-cert", help="CA of the server's certificate (rediss://)")
     ap.add_argument("--tls-cert-file", help="client certificate (mutual TLS)")
     ap.add_argument("--tls-key-file", help="client key (mutual TLS)")
+    ap.add_argument("--sentinels", default="", metavar="HOST:PORT,...",
+                    help="ask these sentinels for the primary (--url then gives only the "
+                         "scheme, database and credentials)")
+    ap.add_argument("--sentinel-master", help="the name the sentinels monitor the primary by")
+    ap.add_argument("--sentinel-username", help="the sentinels' user, if they require auth")
+    ap.add_argument("--sentinel-password", help="the sentinels' password, if they require auth")
+    ap.add_argument("--failover-timeout-ms", type=int, default=30_000,
+                    help="how long a failover or restart is waited out (default 30000)")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     st = sub.add_parser("status", help="lag, pending and consumers per group")
     st.add_argument("--stream", required=True)
@@ -132,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     ar.add_argument("--dlq", help="the dead-letter stream, if the role writes one")
     ar.add_argument("--user", default="<user>", help="user name in the printed command")
     ar.add_argument("--cluster", action="store_true", help="add what Redis Cluster needs")
+    ar.add_argument("--wait-aof", action="store_true",
+                    help="add what option waitAof needs (+waitaof: Redis >= 7.2, Valkey)")
     pf = sub.add_parser("pyfiles", help="write a zip for spark-submit --py-files")
     pf.add_argument("out", help="the zip to write, e.g. eventbus-pyfiles.zip")
     pf.add_argument("--no-redis", action="store_true",
@@ -139,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.command == "acl-rule":  # no server needed
         print(f"ACL SETUSER {args.user} on >{'<password>'} "
-              + rule(args.role, args.stream, args.dlq, args.cluster))
+              + rule(args.role, args.stream, args.dlq, args.cluster, args.wait_aof))
         return 0
     if args.command == "pyfiles":
         names = pyfiles.build(Path(args.out), include_redis=not args.no_redis)
@@ -162,7 +172,11 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(str(exc).replace("option '--to'", "--to"))
     try:
         spec = connection_spec(args.url, args.password, args.tls_ca_cert, args.tls_cert_file,
-                               args.tls_key_file, url_name="--url")
+                               args.tls_key_file, sentinels=args.sentinels,
+                               sentinel_master=args.sentinel_master,
+                               sentinel_username=args.sentinel_username,
+                               sentinel_password=args.sentinel_password,
+                               failover_timeout_ms=args.failover_timeout_ms, style="flag")
     except EventBusError as exc:
         ap.error(str(exc))
     try:

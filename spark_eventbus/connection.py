@@ -15,6 +15,8 @@ from .errors import ConfigError, redact
 
 DEFAULT_URL = "redis://localhost:6379/0"
 URL_SCHEMES = ("redis://", "rediss://", "unix://")
+DEFAULT_FAILOVER_TIMEOUT_MS = 30_000
+DEFAULT_WAIT_TIMEOUT_MS = 5_000
 
 
 @dataclass(frozen=True)
@@ -28,20 +30,49 @@ class ConnectionSpec:
     tls_ca_cert: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = field(default=None, repr=False)
+    # Sentinel: the primary of ``sentinel_master`` is asked of these (host, port) pairs, and
+    # ``url`` gives only the scheme (TLS), database, user and password of the data nodes.
+    sentinels: tuple[tuple[str, int], ...] = ()
+    sentinel_master: str | None = None
+    sentinel_username: str | None = None
+    sentinel_password: str | None = field(default=None, repr=False)
+    # How long connection errors and READONLY replies are retried (a promotion, a restart)
+    # before the caller gets a retriable error.
+    failover_timeout_ms: int = DEFAULT_FAILOVER_TIMEOUT_MS
+    # Writes the guarantees rest on wait for this many replicas (WAIT), and with wait_aof for
+    # the primary's AOF fsync as well (WAITAOF 1 <wait_replicas>), at most wait_timeout_ms.
+    wait_replicas: int = 0
+    wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS
+    wait_aof: bool = False
 
     @property
     def secrets(self) -> tuple[str | None, ...]:
-        return (self.password, self.tls_key_file)
+        return (self.password, self.tls_key_file, self.sentinel_password)
+
+    @property
+    def waits(self) -> bool:
+        """Whether writes wait for replicas or the AOF."""
+        return self.wait_replicas > 0 or self.wait_aof
 
     @property
     def display(self) -> str:
-        """The URL with any password removed, for messages."""
+        """Where Redis is, for messages: the URL with any password removed, or the Sentinel
+        master name and its sentinels."""
+        if self.sentinels:
+            return (f"Sentinel master {self.sentinel_master!r} (sentinels "
+                    f"{format_sentinels(self.sentinels)})")
         return redact(self.url, self.secrets)
 
 
 def check_url(url: str, password: str | None = None, *, name: str = "option 'url'") -> str:
     """The one URL check (options, AckingBatchWriter, CLI): a redis-py URL scheme."""
     url = url.strip()
+    if url.startswith(("redis+sentinel://", "sentinel://", "redis-sentinel://")):
+        raise ConfigError(f"{name} = {redact(url, [password])!r} is invalid: Sentinel is not a "
+                          "URL scheme here. Give the sentinels in option 'sentinels' "
+                          "('host:port,host:port'), the monitored name in option "
+                          "'sentinelMaster', and keep 'url' for the data nodes' database and "
+                          "credentials (e.g. redis://user@/0, or rediss:// for TLS).")
     if not url.startswith(URL_SCHEMES):
         raise ConfigError(f"{name} = {redact(url, [password])!r} is invalid: use "
                           "redis://host:port/db, rediss://host:port/db for TLS, or "
@@ -61,13 +92,93 @@ def check_tls(v: Mapping[str, Any]) -> None:
                           "give both the client certificate and its key, or neither.")
 
 
+def format_sentinels(sentinels: tuple[tuple[str, int], ...]) -> str:
+    return ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in sentinels)
+
+
+def parse_sentinels(raw: str, name: str = "option 'sentinels'") -> tuple[tuple[str, int], ...]:
+    """``host:port,host:port`` (IPv6 as ``[::1]:26379``) into (host, port) pairs."""
+    out: list[tuple[str, int]] = []
+    for part in (p.strip() for p in raw.split(",")):
+        host, sep, port = part.rpartition(":")
+        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        if not part or not sep or not host or not port.isdigit() \
+                or not 0 < int(port) < 65536 or any(c.isspace() for c in host):
+            raise ConfigError(f"{name} = {raw!r} is invalid: list the sentinels as "
+                              "host:port separated by commas, e.g. "
+                              "'10.0.0.1:26379,10.0.0.2:26379,10.0.0.3:26379'.")
+        out.append((host, int(port)))
+    return tuple(dict.fromkeys(out))
+
+
+# How each kind of caller spells a setting in messages: Spark options, AckingBatchWriter's
+# keyword arguments, the CLI's flags.
+_SPELLINGS = {
+    "sentinels": ("sentinels", "sentinels", "--sentinels"),
+    "sentinelMaster": ("sentinelMaster", "sentinel_master", "--sentinel-master"),
+    "failoverTimeoutMs": ("failoverTimeoutMs", "failover_timeout_ms", "--failover-timeout-ms"),
+    "waitReplicas": ("waitReplicas", "wait_replicas", "--wait-replicas"),
+    "waitTimeoutMs": ("waitTimeoutMs", "wait_timeout_ms", "--wait-timeout-ms"),
+    "waitAof": ("waitAof", "wait_aof", "--wait-aof"),
+    "url": ("url", "url", "--url"),
+}
+_STYLES = ("option", "argument", "flag")
+
+
+def spell(setting: str, style: str = "option") -> str:
+    """``setting`` (its option name) as ``style`` names it in messages."""
+    word = _SPELLINGS.get(setting, (setting,) * 3)[_STYLES.index(style)]
+    return {"option": f"option '{word}'", "argument": f"argument '{word}'"}.get(style, word)
+
+
+def _check_range(value: int, lo: int, hi: int, setting: str, style: str, fix: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ConfigError(f"{spell(setting, style)} = {value!r} is invalid: expected a whole "
+                          f"number from {lo} to {hi}; {fix}.")
+    return value
+
+
 def connection_spec(url: str, password: str | None = None, tls_ca_cert: str | None = None,
                     tls_cert_file: str | None = None, tls_key_file: str | None = None, *,
-                    url_name: str = "option 'url'") -> ConnectionSpec:
+                    sentinels: str | tuple[tuple[str, int], ...] = (),
+                    sentinel_master: str | None = None, sentinel_username: str | None = None,
+                    sentinel_password: str | None = None,
+                    failover_timeout_ms: int = DEFAULT_FAILOVER_TIMEOUT_MS,
+                    wait_replicas: int = 0, wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
+                    wait_aof: bool = False, url_name: str | None = None,
+                    style: str = "option") -> ConnectionSpec:
     """The :class:`ConnectionSpec` of these settings, checked first (:func:`check_url`,
-    :func:`check_tls`; ``url_name`` is how messages name the URL). Idempotent: options parsed
-    and checked before build the same spec again at no risk."""
-    check_url(url, password, name=url_name)
+    :func:`check_tls`, the Sentinel pair, the ranges; ``style`` is how messages name settings:
+    ``option``, ``argument`` or ``flag``). Idempotent: options parsed and checked before build
+    the same spec again at no risk."""
+    check_url(url, password, name=url_name or spell("url", style))
     check_tls({"url": url, "tls_ca_cert": tls_ca_cert, "tls_cert_file": tls_cert_file,
                "tls_key_file": tls_key_file})
-    return ConnectionSpec(url, password, tls_ca_cert, tls_cert_file, tls_key_file)
+    if isinstance(sentinels, str):
+        sentinels = parse_sentinels(sentinels, spell("sentinels", style)) \
+            if sentinels.strip() else ()
+    master = (sentinel_master or "").strip() or None
+    if sentinels and master is None:
+        raise ConfigError(f"{spell('sentinels', style)} needs {spell('sentinelMaster', style)}: "
+                          "the name the sentinels monitor the primary by (their "
+                          "'sentinel monitor <name> ...' line).")
+    if master is not None and not sentinels:
+        raise ConfigError(f"{spell('sentinelMaster', style)} = {master!r} needs "
+                          f"{spell('sentinels', style)}: list them as host:port,host:port.")
+    if sentinels and url.strip().startswith("unix://"):
+        raise ConfigError(f"{spell('url', style)} is a unix socket, which Sentinel cannot "
+                          "point at: use redis:// (or rediss://) with the database and "
+                          "credentials of the data nodes, e.g. redis://user@/0.")
+    _check_range(failover_timeout_ms, 0, 3_600_000, "failoverTimeoutMs", style,
+                 "it bounds how long a promotion or restart is waited out (0: not at all)")
+    _check_range(wait_replicas, 0, 100, "waitReplicas", style,
+                 "it is how many replicas must have each write the guarantees rest on")
+    _check_range(wait_timeout_ms, 1, 3_600_000, "waitTimeoutMs", style,
+                 "it bounds how long a write waits for its replicas")
+    if not isinstance(wait_aof, bool):
+        raise ConfigError(f"{spell('waitAof', style)} = {wait_aof!r} is invalid: use true or "
+                          "false.")
+    return ConnectionSpec(url, password, tls_ca_cert, tls_cert_file, tls_key_file,
+                          tuple(sentinels), master, sentinel_username or None,
+                          sentinel_password or None, failover_timeout_ms, wait_replicas,
+                          wait_timeout_ms, wait_aof)

@@ -22,10 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .connection import (
+    DEFAULT_FAILOVER_TIMEOUT_MS,
     DEFAULT_URL,
+    DEFAULT_WAIT_TIMEOUT_MS,
     ConnectionSpec,
     check_tls,
     connection_spec,
+    parse_sentinels,
 )
 from .connection import check_url as check_url  # the CLI's (and AckingBatchWriter's) URL check
 from .errors import ConfigError
@@ -84,6 +87,22 @@ OPTIONS: tuple[Option, ...] = (
     Option("tlsCaCert", "tls_ca_cert", existing_file, None, ALL),
     Option("tlsCertFile", "tls_cert_file", existing_file, None, ALL),
     Option("tlsSecretKeyFile", "tls_key_file", existing_file, None, ALL),
+    # replicated Redis: Sentinel, failover, waiting for replicas (docs/high-availability.md)
+    Option("sentinels", "sentinels", lambda raw, name: parse_sentinels(raw, f"option '{name}'")
+           if raw.strip() else (), (), ALL),
+    Option("sentinelMaster", "sentinel_master", optional_name, None, ALL),
+    Option("sentinelUsername", "sentinel_username", secret, None, ALL),
+    Option("sentinelPassword", "sentinel_password", secret, None, ALL),
+    Option("failoverTimeoutMs", "failover_timeout_ms",
+           whole(0, 3_600_000, "it bounds how long a promotion or restart is waited out"),
+           DEFAULT_FAILOVER_TIMEOUT_MS, ALL),
+    Option("waitReplicas", "wait_replicas",
+           whole(0, 100, "it is how many replicas must have each write the guarantees rest "
+                 "on; 0 does not wait"), 0, ALL),
+    Option("waitTimeoutMs", "wait_timeout_ms",
+           whole(1, 3_600_000, "it bounds how long a write waits for its replicas"),
+           DEFAULT_WAIT_TIMEOUT_MS, ALL),
+    Option("waitAof", "wait_aof", boolean, False, ALL),
     Option("stream", "streams", stream_list, (), READS),
     Option("stream", "stream", one_stream, None, frozenset({SINK})),
     Option("group", "group", optional_name, None, frozenset({STREAMING})),
@@ -178,23 +197,44 @@ def _parse(raw: Mapping[str, Any], mode: str, family: frozenset[str], warn: bool
     return values, set(given)
 
 
+def _check_connection(v: dict[str, Any]) -> None:
+    """The rules across connection options (the Sentinel pair, a unix URL), before any task."""
+    connection_spec(v["url"], sentinels=v["sentinels"], sentinel_master=v["sentinel_master"],
+                    failover_timeout_ms=v["failover_timeout_ms"],
+                    wait_replicas=v["wait_replicas"], wait_timeout_ms=v["wait_timeout_ms"],
+                    wait_aof=v["wait_aof"])
+
+
 # -- reads ---------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class _Connected:
-    """Where Redis is, as both readers and writers take it (options url, password, tls*)."""
+    """Where Redis is, as both readers and writers take it (options url, password, tls*,
+    sentinel*, failoverTimeoutMs, wait*)."""
 
     url: str
     password: str | None = field(repr=False)
     tls_ca_cert: str | None
     tls_cert_file: str | None
     tls_key_file: str | None = field(repr=False)
+    sentinels: tuple[tuple[str, int], ...]
+    sentinel_master: str | None
+    sentinel_username: str | None
+    sentinel_password: str | None = field(repr=False)
+    failover_timeout_ms: int
+    wait_replicas: int
+    wait_timeout_ms: int
+    wait_aof: bool
 
     @property
     def connection(self) -> ConnectionSpec:
-        return connection_spec(self.url, self.password, self.tls_ca_cert, self.tls_cert_file,
-                               self.tls_key_file)
+        return connection_spec(
+            self.url, self.password, self.tls_ca_cert, self.tls_cert_file, self.tls_key_file,
+            sentinels=self.sentinels, sentinel_master=self.sentinel_master,
+            sentinel_username=self.sentinel_username, sentinel_password=self.sentinel_password,
+            failover_timeout_ms=self.failover_timeout_ms, wait_replicas=self.wait_replicas,
+            wait_timeout_ms=self.wait_timeout_ms, wait_aof=self.wait_aof)
 
 
 @dataclass(frozen=True)
@@ -240,6 +280,7 @@ def parse_reader_options(raw: Mapping[str, Any], *, streaming: bool, warn: bool 
     """
     v, given = _parse(raw, STREAMING if streaming else BATCH, READS, warn)
     check_tls(v)
+    _check_connection(v)
     if not v["streams"]:
         raise ConfigError("option 'stream' is required: name the Redis stream key to read, or "
                           "several separated by commas, e.g. .option('stream', 'orders').")
@@ -308,6 +349,7 @@ def parse_sink_options(raw: Mapping[str, Any], *, warn: bool = True) -> SinkOpti
     """
     v, _ = _parse(raw, SINK, frozenset({SINK}), warn)
     check_tls(v)
+    _check_connection(v)
     if v["batch_id"] is not None and v["write_id"] is None:
         raise ConfigError(f"option 'batchId' = {v['batch_id']} works with option 'writeId' "
                           "only (it names the write whose batch it is); add writeId.")

@@ -42,7 +42,9 @@ from .redisio import (
     check_streams,
     delete_keys,
     forget_batches,
+    preflight,
     record_markers,
+    wait_for_writes,
     write_chunk,
 )
 from .sink_schema import EncodingPlan
@@ -97,6 +99,7 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
     written: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
     markers: set[str] = set()
+    touched: dict[str, None] = {}  # streams with a chunk (written now or by an earlier attempt)
     replayed = rows = dead = 0
     trim = Trim(opts.max_len, opts.min_id, opts.min_age_ms, opts.trim_approximate)
     extra = _dlq_extra(query, batch, partition)
@@ -110,6 +113,7 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
                                      member, MARKER_TTL_MS, chunk_trim, lambda: chunk_args(chunk))
         if opts.idempotent:
             markers.add(key)
+        touched[chunk.stream] = None
         written[chunk.stream] += added
         replayed += skipped
 
@@ -130,6 +134,10 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
                 flush(chunk)
     for chunk in chunker.flush():
         flush(chunk)
+    # waitReplicas/waitAof: the task reports success only once the replicas have its chunks
+    # and markers (those of an earlier attempt too).
+    wait_for_writes(spec, [sink_marker_key(s, query, batch, partition) for s in touched],
+                    MARKER_TTL_MS, f"writing batch {batch} partition {partition}")
     return SinkCommitMessage(query, batch, partition, rows, tuple(sorted(written.items())),
                              replayed, dead, tuple(sorted(reasons.items())),
                              tuple(sorted(markers)))
@@ -162,6 +170,7 @@ def check_targets(opts: SinkOptions) -> None:
                          for key, option in ((opts.stream, "stream"),
                                              (opts.dead_letter_stream, "deadLetterStream"))
                          if key is not None], "checking the sink's target streams")
+    preflight(spec)
 
 
 class _SinkBase:

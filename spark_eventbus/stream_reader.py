@@ -37,6 +37,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from .claimer import Claimer, SourceMetrics
+from .keys import BOOKKEEPING_TTL_MS
 from .lease import ConsumerLease
 from .offsets import BatchOffset, StreamBatch
 from .options import ReaderOptions
@@ -49,7 +50,7 @@ from .planning import (
     split_partitions,
 )
 from .prefetch import Prefetcher
-from .redisio import ConsumerOps
+from .redisio import ConsumerOps, preflight, wait_for_writes
 
 log = logging.getLogger("spark_eventbus")
 
@@ -73,6 +74,7 @@ class _Driver:
 
     def __init__(self, opts: ReaderOptions) -> None:
         assert opts.group is not None
+        preflight(opts.connection)  # waitReplicas / waitAof: what the server can do
         self.ops: dict[str, ConsumerOps] = {
             s: ConsumerOps(opts.connection, s, opts.group, opts.consumer_name,
                            cache_ack_ids=opts.ack_mode == "commit") for s in opts.streams}
@@ -185,6 +187,12 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return BatchOffset(begin.run, seq, {}).to_json()
             self._close_committed(begin)
             return start  # the very same object: Spark compares offsets as JSON text
+        # waitReplicas / waitAof: Spark logs this batch only once its plans (and any dead
+        # letters the reclaim wrote beside them) are on the replicas, so that it replays
+        # exactly from the new primary after a failover.
+        wait_for_writes(o.connection, [self.ops[n].plan_key for n, b in batches.items() if b],
+                        BOOKKEEPING_TTL_MS, f"recording the claim plan of batch {seq}",
+                        create=False)
         self._start_prefetch(begin, budget, seq + 1)
         return BatchOffset(begin.run, seq, batches).to_json()
 

@@ -8,6 +8,7 @@
 * :mod:`.boundary` — redis-py errors become :mod:`spark_eventbus.errors` here, and only here.
 * :mod:`.scripts` — the ``lua/*.lua`` scripts, loaded once by name, run with EVALSHA.
 * :mod:`.streams` — type checks, paged XRANGE, chunked XACK, packed commands.
+* :mod:`.durability` — WAIT/WAITAOF barriers after the writes the guarantees rest on.
 * :mod:`.produce` — a chunk of XADDs with its idempotency marker as one transaction.
 * :mod:`.markers` — the sink's marker registry and marker pruning after a commit.
 * :mod:`.group` — what one consumer of one group does on one stream (claims, plans, acks).
@@ -20,6 +21,7 @@ from .base import RedisError, ResponseError
 from .boundary import GROUP_GONE_FIX, redis_errors, translate
 from .client import ConnectionSpec, Redis, client, is_cluster, new_client
 from .deadletter import dead_letter, dead_letter_entries, replay_page
+from .durability import ReplicationError, preflight, wait_for_writes
 from .group import ClaimResult, ConsumerOps, GroupStats, ReclaimResult, consumer_taken_over
 from .losses import (
     accept_losses,
@@ -55,6 +57,7 @@ __all__ = [
     "ReclaimResult",
     "Redis",
     "RedisError",
+    "ReplicationError",
     "ResponseError",
     "Trim",
     "accept_losses",
@@ -72,6 +75,7 @@ __all__ = [
     "key_type",
     "loss_records",
     "new_client",
+    "preflight",
     "record_losses",
     "record_markers",
     "redis_errors",
@@ -83,6 +87,7 @@ __all__ = [
     "stream_span",
     "text",
     "translate",
+    "wait_for_writes",
     "write_chunk",
     "xack",
     "xrange_each",

@@ -8,19 +8,28 @@ strings) and call :func:`client` where they run; each Python process keeps one c
 from __future__ import annotations
 
 import threading
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.cluster import RedisCluster
+from redis.connection import parse_url
 from redis.retry import Retry
+from redis.sentinel import Sentinel
 
-from ..connection import ConnectionSpec
+from ..connection import ConnectionSpec, format_sentinels
+from ..errors import ConfigError, EventBusConnectionError
 from .base import Redis
 from .boundary import translate
 
-# With 50 ms .. 2 s backoff, six tries ride over a Redis restart of a few seconds.
+# The cluster client's tries (its own loop re-reads the topology between them): with 50 ms ..
+# 2 s backoff, six ride over a restart of a few seconds.
 _RETRIES = 6
+# Tries at least, however short failoverTimeoutMs is (0: none).
+_MIN_TRIES = 2
+T = TypeVar("T")
 
 
 def _node_kwargs(spec: ConnectionSpec) -> dict[str, Any]:
@@ -49,8 +58,52 @@ def _node_kwargs(spec: ConnectionSpec) -> dict[str, Any]:
 _RETRY_ON = [redis.ConnectionError, redis.TimeoutError, redis.exceptions.ReadOnlyError]
 
 
-def _retry() -> Retry:
-    return Retry(ExponentialWithJitterBackoff(cap=2.0, base=0.05), _RETRIES)
+class WindowRetry(Retry):
+    """redis-py's ``Retry`` bounded by time, not by count: connection errors and READONLY are
+    retried with capped exponential backoff and jitter until ``window_s`` has passed since the
+    first failure of the call (``failoverTimeoutMs``: a promotion, a restart), then the last
+    error is raised (and translated to a retriable ``EventBusConnectionError``)."""
+
+    def __init__(self, window_s: float) -> None:
+        super().__init__(ExponentialWithJitterBackoff(cap=2.0, base=0.05), -1,
+                         tuple(_RETRY_ON))
+        self.window_s = window_s
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, WindowRetry) and other.window_s == self.window_s
+
+    def __hash__(self) -> int:
+        return hash(("WindowRetry", self.window_s))
+
+    def call_with_retry(self, do: Callable[[], T], fail: Callable[..., Any],
+                        is_retryable: Callable[[Exception], bool] | None = None,
+                        with_failure_count: bool = False) -> T:
+        self._backoff.reset()
+        failures = 0
+        deadline: float | None = None
+        while True:
+            try:
+                return do()
+            except self._supported_errors as error:
+                if is_retryable and not is_retryable(error):
+                    raise
+                failures += 1
+                if with_failure_count:
+                    fail(error, failures)
+                else:
+                    fail(error)
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self.window_s
+                if self.window_s <= 0 or (now >= deadline and failures >= _MIN_TRIES):
+                    raise error
+                time.sleep(min(self._backoff.compute(failures), max(deadline - now, 0.05)))
+
+
+def _retry(spec: ConnectionSpec | None = None) -> Retry:
+    if spec is None:
+        return Retry(ExponentialWithJitterBackoff(cap=2.0, base=0.05), _RETRIES)
+    return WindowRetry(spec.failover_timeout_ms / 1000)
 
 
 class _Cluster(RedisCluster):
@@ -71,11 +124,71 @@ def is_cluster_node(r: redis.Redis) -> bool:
     return (mode.decode() if isinstance(mode, bytes) else mode) == "cluster"
 
 
+def _sentinel_client(spec: ConnectionSpec) -> redis.Redis:
+    """The primary of ``spec.sentinel_master``, as the sentinels say (asked again on every new
+    connection, and after a READONLY reply: redis-py's ``SentinelConnectionPool``)."""
+    url = parse_url(spec.url)
+    tls = spec.url.startswith("rediss://")
+    node = _node_kwargs(spec)
+    node.update({k: url[k] for k in ("db", "username", "password") if url.get(k) is not None})
+    if spec.password:
+        node["password"] = spec.password
+    # Sentinels: their own credentials, the same TLS files; RESP2 (SENTINEL replies).
+    sentinel_kwargs: dict[str, Any] = {"socket_connect_timeout": 2, "socket_timeout": 5,
+                                       "client_name": "spark-eventbus"}
+    if spec.sentinel_username:
+        sentinel_kwargs["username"] = spec.sentinel_username
+    if spec.sentinel_password:
+        sentinel_kwargs["password"] = spec.sentinel_password
+    if tls:
+        sentinel_kwargs["ssl"] = True
+        node["ssl"] = True
+        sentinel_kwargs.update({k: v for k, v in node.items() if k.startswith("ssl_")})
+    sentinel = Sentinel(list(spec.sentinels), sentinel_kwargs=sentinel_kwargs)
+    _find_master(spec, sentinel)
+    assert spec.sentinel_master is not None
+    return sentinel.master_for(spec.sentinel_master, redis_class=redis.Redis,
+                               retry=_retry(spec), retry_on_error=_RETRY_ON, **node)
+
+
+def _find_master(spec: ConnectionSpec, sentinel: Sentinel) -> None:
+    """Before the first connection: some sentinel answers and knows ``sentinelMaster`` (a
+    master that is down or being failed over is the client's to wait for, within
+    ``failoverTimeoutMs``). Clear errors otherwise, listing the sentinels tried."""
+    tried: list[str] = []
+    known: set[str] = set()
+    for (host, port), s in zip(spec.sentinels, sentinel.sentinels, strict=True):
+        try:
+            masters = s.sentinel_masters()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            tried.append(f"{host}:{port} ({type(exc).__name__}: {exc})")
+            continue
+        except redis.ResponseError as exc:
+            tried.append(f"{host}:{port} (refused: {exc})")
+            continue
+        if spec.sentinel_master in masters:
+            return
+        known.update(masters)
+    if known or len(tried) < len(spec.sentinels):
+        raise ConfigError(
+            f"option 'sentinelMaster' = {spec.sentinel_master!r}: no sentinel of "
+            f"{format_sentinels(spec.sentinels)} monitors a master by that name (they monitor: "
+            f"{', '.join(sorted(known)) or 'none'}). Use the name of their "
+            "'sentinel monitor <name> ...' line.")
+    raise EventBusConnectionError(
+        f"none of the sentinels in option 'sentinels' answered: {'; '.join(tried)}. Check "
+        "the addresses, that the sentinels run, and 'sentinelUsername'/'sentinelPassword' "
+        "if they require auth.")
+
+
 def new_client(spec: ConnectionSpec) -> Redis:
-    """A fresh client (bytes replies, hiredis when installed, retries with backoff): a
+    """A fresh client (bytes replies, hiredis when installed, retries with backoff within
+    ``failoverTimeoutMs``): the Sentinel master's when ``spec.sentinels`` are given; a
     :class:`redis.cluster.RedisCluster` when ``spec.url`` names any node of a cluster (it then
     discovers the others and follows MOVED/ASK), else a single-node :class:`redis.Redis`."""
-    node = redis.Redis.from_url(spec.url, retry=_retry(), retry_on_error=_RETRY_ON,
+    if spec.sentinels:
+        return _sentinel_client(spec)
+    node = redis.Redis.from_url(spec.url, retry=_retry(spec), retry_on_error=_RETRY_ON,
                                 **_node_kwargs(spec))
     try:
         cluster = not spec.url.startswith("unix://") and is_cluster_node(node)

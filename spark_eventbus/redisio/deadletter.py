@@ -23,6 +23,7 @@ from ..keys import BOOKKEEPING_TTL_MS, dead_letter_marker_key, key_slot, replay_
 from .base import Redis
 from .boundary import redis_errors
 from .client import ConnectionSpec, client, is_cluster
+from .durability import wait_for_writes
 from .scripts import run_script
 from .streams import text, xack
 
@@ -47,6 +48,10 @@ def dead_letter(spec: ConnectionSpec, source: str, dlq: str, group: str,
         for entry_id, reason, deliveries in entries:
             args += [entry_id, reason, deliveries]
         moved, skipped = run_script(r, "dead_letter", [source, dlq], args)
+        # waitReplicas: the move (dead letter + ack, one script) on the replicas before the
+        # caller goes on. A move lost with the primary would only mean a redelivery.
+        wait_for_writes(spec, [dead_letter_marker_key(dlq, source, group)], MARKER_TTL_MS,
+                        f"dead-lettering entries to {dlq!r}")
         return int(moved), int(skipped)
 
     pipe = r.pipeline(transaction=False)
@@ -66,6 +71,9 @@ def dead_letter(spec: ConnectionSpec, source: str, dlq: str, group: str,
         args += [entry_id, reason, deliveries or str(pel["times_delivered"]), len(fields),
                  *fields]
     run_script(r, "dead_letter_add", [dlq, marker], args)
+    # waitReplicas: the dead letters on the dlq's replicas before the source acks them (a
+    # failover of the dlq's node after the ack would lose them).
+    wait_for_writes(spec, [marker], MARKER_TTL_MS, f"dead-lettering entries to {dlq!r}")
     ids = [entry_id for (entry_id, _, _), _ in live]
     xack(r, source, group, ids)
     r.srem(marker, *ids)  # after the XACK a retry skips them anyway (no longer pending)

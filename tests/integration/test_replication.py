@@ -76,7 +76,7 @@ def test_a_demoted_node_at_a_fixed_address_fails_writes_retriably_and_writes_not
 
     def write() -> None:
         (df.write.format("eventbus").option("url", old.url).option("stream", out)
-         .mode("append").save())
+         .option("failoverTimeoutMs", "1500").mode("append").save())
 
     write()
     demote()
@@ -100,7 +100,8 @@ def test_a_query_whose_node_is_demoted_stops_retriably_and_carries_on_at_the_new
     seen: list[str] = []
 
     def run(url: str) -> Any:
-        q = (stream_df(spark, url, stream, group, maxEntriesPerTrigger=10)
+        q = (stream_df(spark, url, stream, group, maxEntriesPerTrigger=10,
+                       failoverTimeoutMs=1500)
              .writeStream.foreachBatch(lambda b, _: seen.extend(r["id"] for r in b.collect()))
              .trigger(availableNow=True).option("checkpointLocation", chk).start())
         with contextlib.suppress(StreamingQueryException):  # returned below
@@ -129,7 +130,8 @@ def test_progress_with_redis_unreachable_is_unknown_not_a_failed_query(tmp_path,
         stream, group = names["stream"], names["group"]
         produce(r, stream, 10)
         r.xgroup_create(stream, group, id="0")
-        ops = ConsumerOps(ConnectionSpec(server.url), stream, group, "c")
+        ops = ConsumerOps(ConnectionSpec(server.url, failover_timeout_ms=1000), stream, group,
+                          "c")
         assert ops.stats().lag == 10
         server.kill()
         stats = ops.stats()

@@ -1,0 +1,241 @@
+"""High availability (issue 25) on a real topology: a primary, two replicas and three Sentinels,
+each a process on a loopback port (tests/harness/redis_sentinel.py). Sentinel options, a query
+that follows a failover, and writes that wait for replicas (``waitReplicas``)."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+import pytest
+import redis
+import redis.sentinel
+from pyspark.sql import functions as F
+
+from spark_eventbus import register
+from spark_eventbus.connection import connection_spec
+from spark_eventbus.errors import ConfigError, EventBusConnectionError
+from spark_eventbus.redisio import client, preflight
+from tests.harness.redis_sentinel import MASTER, SentinelTopology
+from tests.harness.redis_server import free_port
+from tests.integration.helpers import pending, stream_df, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def topology(tmp_path):  # type: ignore[no-untyped-def]
+    t = SentinelTopology(tmp_path / "ha").start()
+    try:
+        yield t
+    finally:
+        t.stop()
+
+
+def _options(t: SentinelTopology, **extra: Any) -> dict[str, str]:
+    return {"url": "redis:///0", "sentinels": t.sentinel_addresses, "sentinelMaster": MASTER,
+            **{k: str(v) for k, v in extra.items()}}
+
+
+def _write(spark: Any, stream: str, n: int, first: int, **options: str) -> None:
+    df = spark.range(first, first + n).select(F.col("id").cast("string").alias("n"))
+    writer = df.write.format("eventbus").option("stream", stream).mode("append")
+    for k, v in options.items():
+        writer = writer.option(k, v)
+    writer.save()
+
+
+def _stall(*nodes: Any) -> None:
+    for n in nodes:
+        n.proc.send_signal(signal.SIGSTOP)
+
+
+def _resume(*nodes: Any) -> None:
+    for n in nodes:
+        n.proc.send_signal(signal.SIGCONT)
+
+
+def _blocked_in_wait(r: redis.Redis) -> bool:
+    return any(c.get("cmd") in ("wait", "waitaof") for c in r.client_list())
+
+
+def test_bad_sentinel_and_wait_settings_fail_clearly_naming_the_option(topology, names):
+    t = topology
+    # An unknown master name: the sentinels answer, and the error lists what they monitor.
+    spec = connection_spec("redis:///0", sentinels=t.sentinel_addresses, sentinel_master="nope")
+    with pytest.raises(ConfigError) as err:
+        client(spec)
+    assert "option 'sentinelMaster' = 'nope'" in str(err.value)
+    assert MASTER in str(err.value)
+    # Sentinels nobody listens on: every one tried is listed; the password never shows.
+    gone = f"127.0.0.1:{free_port()},127.0.0.1:{free_port()}"
+    spec = connection_spec("redis:///0", sentinels=gone, sentinel_master=MASTER,
+                           sentinel_password="s3cret-pw")
+    with pytest.raises(EventBusConnectionError) as conn_err:
+        client(spec)
+    message = str(conn_err.value)
+    assert "option 'sentinels'" in message and all(a in message for a in gone.split(","))
+    assert "s3cret-pw" not in message
+    # More replicas than are online: refused at start, not on every write.
+    spec = connection_spec("redis:///0", sentinels=t.sentinel_addresses, sentinel_master=MASTER,
+                           wait_replicas=3)
+    with pytest.raises(ConfigError) as wait_err:
+        preflight(spec)
+    assert "option 'waitReplicas' = 3" in str(wait_err.value)
+    assert "(2)" in str(wait_err.value)
+    # waitAof: refused where the server has no WAITAOF (Redis 7.0), accepted where it has.
+    spec = connection_spec("redis:///0", sentinels=t.sentinel_addresses, sentinel_master=MASTER,
+                           wait_aof=True)
+    try:
+        t.primary.client().execute_command("WAITAOF", 0, 0, 1)
+        has_waitaof = True
+    except redis.ResponseError:
+        has_waitaof = False
+    if has_waitaof:
+        preflight(spec)
+    else:
+        with pytest.raises(ConfigError) as aof_err:
+            preflight(spec)
+        assert "option 'waitAof' = true needs WAITAOF" in str(aof_err.value)
+
+
+def test_a_sink_write_with_wait_replicas_is_not_done_until_a_replica_has_it(
+        spark, topology, names):
+    """Replicas stalled: the write waits (the rows are on the primary, the task is blocked in
+    WAIT); they resume: it completes. With a short waitTimeoutMs the write fails, naming how
+    many replicas acknowledged, instead of reporting success."""
+    t = topology
+    stream = names["stream"]
+    primary = t.primary.client()
+    _write(spark, stream, 100, 0, **_options(t, waitReplicas=1))
+    _stall(*t.replicas)
+    try:
+        with pytest.raises(Exception) as err:
+            _write(spark, stream, 100, 100, **_options(t, waitReplicas=1, waitTimeoutMs=500))
+        assert "0 of 1 replica(s) acknowledged" in str(err.value), str(err.value)[-2000:]
+        done: list[BaseException | None] = []
+
+        def write() -> None:
+            register(spark)  # a write from a new thread (docs/troubleshooting.md)
+            try:
+                _write(spark, stream, 100, 200, **_options(t, waitReplicas=1,
+                                                           waitTimeoutMs=300_000))
+                done.append(None)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                done.append(exc)
+
+        thread = threading.Thread(target=write, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not _blocked_in_wait(primary) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _blocked_in_wait(primary), ([str(d)[-1500:] for d in done],
+                                           primary.xlen(stream))  # noqa: E501
+        assert not done  # not reported done while no replica has it
+        assert primary.xlen(stream) > 200  # a blocked task's rows are on the primary
+    finally:
+        _resume(*t.replicas)
+    thread.join(120)
+    assert done == [None]
+    # Every row once: the failed write's retry-safe chunks, then the waited one.
+    values = sorted(int(f[b"n"]) for _, f in primary.xrange(stream))
+    assert values == list(range(300))
+
+
+def test_rows_a_write_reported_done_survive_the_primary_being_killed(spark, topology, names):
+    """One replica stalled; the sink writes with waitReplicas=1, the primary is killed right
+    after and the other replica promoted: every reported row is there, none twice; the next
+    write through the same options follows the new primary."""
+    t = topology
+    stream = names["stream"]
+    stalled, live = t.replicas[1], t.replicas[0]  # the live one has the better priority
+    _stall(stalled)
+    try:
+        for k in range(3):
+            _write(spark, stream, 200, 200 * k, **_options(t, waitReplicas=1))
+        t.primary.kill()
+        new = _promoted(t, live)
+        _write(spark, stream, 200, 600, **_options(t, waitReplicas=0))
+        values = sorted(int(f[b"n"]) for _, f in new.client().xrange(stream))
+        assert values == list(range(800))
+    finally:
+        _resume(stalled)
+
+
+def _promoted(t: SentinelTopology, expected: Any) -> Any:
+    def promoted() -> bool:
+        with contextlib.suppress(redis.RedisError, StopIteration):
+            return t.current_primary() is expected and expected.client(
+                socket_timeout=1).info("replication")["role"] == "master"
+        return False
+    wait_for(promoted, timeout=60, what="the live replica promoted")
+    return expected
+
+
+def test_a_query_follows_a_sentinel_failover_and_delivers_everything(
+        spark, topology, names, tmp_path):
+    """kill -9 of the primary while entries flow: the query (Sentinel options, waitReplicas=1)
+    carries on at the new primary; every entry is delivered at least once, a batch id seen
+    twice holds the same entries (exact replay), nothing is left pending."""
+    t = topology
+    stream, group = names["stream"], names["group"]
+    produced: list[str] = []
+    stop = threading.Event()
+
+    def producer() -> None:
+        sentinel = redis.sentinel.Sentinel([("127.0.0.1", s.port) for s in t.sentinels])
+        r = sentinel.master_for(MASTER, socket_timeout=2)
+        i = 0
+        while not stop.is_set() and i < 3000:
+            try:
+                pipe = r.pipeline(transaction=False)
+                for j in range(i, i + 50):
+                    pipe.xadd(stream, {"n": str(j)})
+                pipe.execute_command("WAIT", 1, 2000)
+                *ids, acked = pipe.execute()
+                if int(acked) >= 1:  # durable at the source: what the query must deliver
+                    produced.extend(x.decode() for x in ids)
+                    i += 50
+            except redis.RedisError:
+                time.sleep(0.2)  # failover in progress; entries of this round may be lost
+            time.sleep(0.01)
+
+    batches: dict[int, list[list[str]]] = defaultdict(list)
+
+    def collect(df: Any, batch_id: int) -> None:
+        ids = sorted(r["id"] for r in df.select("id").collect())
+        batches[batch_id].append(ids)
+
+    q = (stream_df(spark, "redis:///0", stream, group, sentinels=t.sentinel_addresses,
+                   sentinelMaster=MASTER, waitReplicas=1, maxEntriesPerTrigger=200)
+         .writeStream.foreachBatch(collect).trigger(processingTime="200 milliseconds")
+         .option("checkpointLocation", str(tmp_path / "chk")).start())
+    thread = threading.Thread(target=producer, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: len(produced) >= 1000, what="entries flowing")
+        t.fail_over(kill=True)
+        thread.join(180)
+        assert len(produced) == 3000
+
+        def delivered() -> bool:
+            assert q.exception() is None, q.exception()
+            return set(produced) <= {i for runs in list(batches.values()) for run in runs
+                                     for i in run}
+        wait_for(delivered, timeout=180, what="every entry delivered")
+    finally:
+        stop.set()
+        q.stop()
+    for batch_id, runs in batches.items():
+        assert all(run == runs[0] for run in runs), f"batch {batch_id} replayed differently"
+    # The last batch is acked when the next is planned: one more run at the new primary.
+    q = (stream_df(spark, "redis:///0", stream, group, sentinels=t.sentinel_addresses,
+                   sentinelMaster=MASTER).writeStream.foreachBatch(collect)
+         .trigger(availableNow=True).option("checkpointLocation", str(tmp_path / "chk"))
+         .start())
+    assert q.awaitTermination(300)
+    assert pending(t.current_primary_client(), stream, group) == 0
