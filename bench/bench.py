@@ -449,6 +449,72 @@ def run_sink(url: str, src: str, warmup_src: str, stream: str, idempotent: bool,
             "partitions": parts, "worker_peak_rss_mb": peak.mb}
 
 
+def run_sink_wait(url: str, src: str, warmup_src: str, stream: str, wait_replicas: int
+                  ) -> dict[str, float]:
+    """Driver process of one ``waitReplicas`` measurement (``bench.py sinkwait ...``): the
+    throughput of one big write, and the median time of ten 1,000-row writes (what a
+    micro-batch of a streaming query waits for)."""
+    spark = _spark()
+
+    def write(df: Any, target: str) -> float:
+        start = time.perf_counter()
+        (df.write.format("eventbus").option("url", url).option("stream", target)
+         .option("waitReplicas", str(wait_replicas)).mode("append").save())
+        return time.perf_counter() - start
+
+    small = spark.read.parquet(warmup_src).limit(1000).cache()
+    small.count()
+    write(small, stream + ":warmup")
+    big = spark.read.parquet(src)
+    rows = big.count()
+    elapsed = write(big, stream)
+    latencies = sorted(write(small, stream + ":small") for _ in range(10))
+    spark.stop()
+    return {"rows": rows, "seconds": elapsed, "rows_per_s": rows / elapsed,
+            "small_write_ms": _percentile(latencies, 0.5) * 1000}
+
+
+def bench_replicas(port: int, n: int, work: Path) -> None:
+    """The sink with ``waitReplicas=1`` against 0, same run: a primary (AOF off, as the other
+    sink figures) and one replica on loopback."""
+    from tests.harness.redis_sentinel import ReplicaServer
+
+    replica = ReplicaServer(work / "replica", port, priority=10)
+    replica.aof = False
+    replica.start()
+    try:
+        r = redis.Redis(port=port)
+        deadline = time.monotonic() + 30
+        while r.info("replication").get("connected_slaves", 0) < 1:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the bench replica did not connect")
+            time.sleep(0.1)
+        table = sink_rows(n)
+        src, warmup = work / "wait-src", work / "wait-warmup"
+        src.mkdir()
+        warmup.mkdir()
+        pq.write_table(table.slice(0, n // 2), src / "part-0.parquet")
+        pq.write_table(table.slice(n // 2), src / "part-1.parquet")
+        pq.write_table(table.slice(0, WARMUP_ENTRIES), warmup / "part-0.parquet")
+        print(f"replicas: sink of {n:,} rows and ten 1,000-row writes, primary + 1 replica "
+              "(loopback)")
+        results = {}
+        for wait in (0, 1, 0, 1):  # interleaved: noise hits both
+            res = sub_driver("sinkwait", f"redis://127.0.0.1:{port}/0", str(src), str(warmup),
+                             f"bench:wait{wait}:{len(results)}", str(wait))
+            results.setdefault(wait, []).append(res)
+        for wait, runs in sorted(results.items()):
+            best = max(runs, key=lambda x: x["rows_per_s"])
+            FIGURES[f"sink_wait_replicas_{wait}"] = best
+            print(f"sink      waitReplicas={wait}: {best['rows_per_s']:>10,.0f} rows/s (best of "
+                  f"{len(runs)}), 1,000-row write {best['small_write_ms']:.0f} ms (median of 10)")
+        on, off = (FIGURES[f"sink_wait_replicas_{w}"] for w in (1, 0))
+        print(f"cost of waitReplicas=1: throughput {on['rows_per_s'] / off['rows_per_s']:.2f}x, "
+              f"1,000-row write {on['small_write_ms'] / off['small_write_ms']:.2f}x the time")
+    finally:
+        replica.stop()
+
+
 def sink_subprocess(url: str, src: Path, warmup: Path, stream: str, idempotent: bool,
                     fields_map: bool = False) -> dict[str, float]:
     return sub_driver("sink", url, str(src), str(warmup), stream, str(idempotent),
@@ -674,6 +740,10 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "latency":
         print(json.dumps(run_latency(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))))
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "sinkwait":
+        url, src, warmup, stream, wait = sys.argv[2:7]
+        print(json.dumps(run_sink_wait(url, src, warmup, stream, int(wait))))
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "sink":
         url, src, warmup, stream, idem, fields_map = sys.argv[2:8]
         print(json.dumps(run_sink(url, src, warmup, stream, idem == "True",
@@ -682,7 +752,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--entries", type=int, default=1_000_000)
-    ap.add_argument("--only", choices=("reader", "latency", "sink", "cluster"),
+    ap.add_argument("--only", choices=("reader", "latency", "sink", "cluster", "replicas"),
                     help="run one part only")
     args = ap.parse_args()
     n = args.entries
@@ -700,6 +770,9 @@ def main() -> None:
         if args.only in (None, "cluster"):
             r.flushall()
             bench_cluster(r, port, n, work)
+        if args.only in (None, "replicas"):
+            r.flushall()
+            bench_replicas(port, min(n, 200_000), work)
         out = ROOT / ".bench"
         out.mkdir(exist_ok=True)
         (out / "figures.json").write_text(json.dumps(FIGURES, indent=1))

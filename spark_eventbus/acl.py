@@ -17,8 +17,9 @@ from .keys import PREFIX, slot_tag
 _CONNECT = ("hello", "client|setname", "ping")
 _SCRIPTS = ("evalsha", "script|load")
 # waitReplicas: the barrier after the writes the guarantees rest on, and the check at start
-# (INFO replication: replicas online; redisio/durability.py). Harmless without the option. waitAof also needs +waitaof, which a
-# server without WAITAOF (Redis < 7.2) refuses in ACL SETUSER: added by ``wait_aof=True``.
+# (INFO replication: replicas online; redisio/durability.py). Harmless without the option.
+# waitAof also needs +waitaof, which a server without WAITAOF (Redis < 7.2) refuses in
+# ACL SETUSER: added by ``wait_aof=True``.
 _WAIT = ("wait", "info")
 _WAIT_AOF = ("waitaof",)
 _WRITERS = {"streaming-reader", "sink", "acking-writer"}

@@ -62,6 +62,11 @@ def _table(doc: Mapping[str, Any], name: str) -> dict[str, Any]:
     return value
 
 
+# Where the source's Redis is: the eventbus sink writes there unless [sink.options] says.
+_SHARED_CONNECTION = {"url", "password", "sentinels", "sentinelmaster", "sentinelusername",
+                      "sentinelpassword", "failovertimeoutms"}
+
+
 def _check_options(source: Mapping[str, str], fmt: str, sink_options: Mapping[str, str]
                    ) -> None:
     """The reader's and the eventbus sink's own validation, before Spark starts."""
@@ -106,10 +111,11 @@ def load_config(path: str | Path) -> PipeConfig:
         if out_path:
             raise PipeConfigError("[sink] format 'eventbus' takes no 'path': name the target "
                                   "in [sink.options] stream")
-        # The target Redis defaults to the source's.
-        for key in ("url", "password"):
-            if key in source:
-                sink_options.setdefault(key, source[key])
+        # The target Redis defaults to the source's (a Sentinel-managed one too).
+        given = {k.lower() for k in sink_options}
+        for key, value in source.items():
+            if key.lower() in _SHARED_CONNECTION and key.lower() not in given:
+                sink_options[key] = value
     elif fmt != "console" and not out_path:
         raise PipeConfigError(f"[sink] format {fmt!r} needs 'path'")
     _check_options(source, fmt, sink_options)
@@ -158,13 +164,17 @@ def build_query(spark: Any, cfg: PipeConfig) -> Any:
         out.write.format(cfg.sink_format).mode("append").options(**cfg.sink_options) \
             .save(cfg.sink_path)
 
-    source = {k.lower(): v for k, v in cfg.source.items()}
-    writer = AckingBatchWriter(write, url=cfg.url, group=cfg.source["group"],
-                               password=cfg.source.get("password"),
-                               tls_ca_cert=source.get("tlscacert"),
-                               tls_cert_file=source.get("tlscertfile"),
-                               tls_key_file=source.get("tlssecretkeyfile"),
-                               dead_letter_stream=cfg.dead_letter_stream, is_valid=cfg.is_valid)
+    from spark_eventbus.options import parse_reader_options
+
+    src = parse_reader_options(cfg.source, streaming=True, warn=False)
+    writer = AckingBatchWriter(
+        write, url=src.url, group=cfg.source["group"], password=src.password,
+        tls_ca_cert=src.tls_ca_cert, tls_cert_file=src.tls_cert_file,
+        tls_key_file=src.tls_key_file, sentinels=",".join(f"{h}:{p}" for h, p in src.sentinels),
+        sentinel_master=src.sentinel_master, sentinel_username=src.sentinel_username,
+        sentinel_password=src.sentinel_password, failover_timeout_ms=src.failover_timeout_ms,
+        wait_replicas=src.wait_replicas, wait_timeout_ms=src.wait_timeout_ms,
+        wait_aof=src.wait_aof, dead_letter_stream=cfg.dead_letter_stream, is_valid=cfg.is_valid)
     stream = events.writeStream.foreachBatch(writer).option("checkpointLocation",
                                                             cfg.checkpoint)
     if cfg.trigger == "availableNow":

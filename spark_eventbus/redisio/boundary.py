@@ -100,8 +100,9 @@ def translate(exc: BaseException, what: str, secrets: Iterable[str | None] = ())
             "'tlsSecretKeyFile'.")
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
         return EventBusConnectionError(
-            f"Redis did not answer while {what} ({detail}); check that the server at option "
-            "'url' is running and reachable from the driver and every executor."
+            f"Redis did not answer while {what} ({detail}), retried for option "
+            "'failoverTimeoutMs'; check that the server at option 'url' (or the primary the "
+            "'sentinels' name) is running and reachable from the driver and every executor."
         )
     if isinstance(exc, redis.exceptions.ReadOnlyError):
         return EventBusConnectionError(
@@ -111,6 +112,11 @@ def translate(exc: BaseException, what: str, secrets: Iterable[str | None] = ())
             "failovers); a restart from the checkpoint carries on where the query stopped.")
     if isinstance(exc, redis.ResponseError):
         text = str(exc)
+        if text.startswith("NOREPLICAS"):
+            return EventBusConnectionError(
+                f"the Redis primary refused a write while {what} ({detail}): its "
+                "min-replicas-to-write setting wants more replicas in sync than it has now. "
+                "Nothing was written; retry once the replicas are back (INFO replication).")
         if text.startswith("WRONGTYPE"):
             return NotAStreamError(f"{what}: the key holds a non-stream value ({detail}).")
         if text.startswith("NOGROUP"):

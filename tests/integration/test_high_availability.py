@@ -125,7 +125,7 @@ def test_a_sink_write_with_wait_replicas_is_not_done_until_a_replica_has_it(
                 _write(spark, stream, 100, 200, **_options(t, waitReplicas=1,
                                                            waitTimeoutMs=300_000))
                 done.append(None)
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:
                 done.append(exc)
 
         thread = threading.Thread(target=write, daemon=True)
@@ -134,7 +134,7 @@ def test_a_sink_write_with_wait_replicas_is_not_done_until_a_replica_has_it(
         while not _blocked_in_wait(primary) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert _blocked_in_wait(primary), ([str(d)[-1500:] for d in done],
-                                           primary.xlen(stream))  # noqa: E501
+                                           primary.xlen(stream))
         assert not done  # not reported done while no replica has it
         assert primary.xlen(stream) > 200  # a blocked task's rows are on the primary
     finally:
