@@ -10,7 +10,13 @@ connection, and ``kill -9`` of a Python worker mid-task. At the end it drains, t
 checks: produced, delivered, lost (must be 0), duplicates at the handler and in the sink
 (must be 0), pending left, RSS, Redis memory and entries held, and connector keys.
 
+``SOAK_TOPOLOGY=sentinel`` runs the same against a primary, two replicas and three Sentinels:
+everything connects through the Sentinels with ``waitReplicas=1`` (the producer too, so that
+"produced" means replicated), and the Redis faults become failovers: ``kill -9`` of the primary
+(a replica is promoted; the old primary comes back as a replica) and ``SENTINEL FAILOVER``.
+
     SOAK_MINUTES=20 SOAK_SEED=7 make soak
+    SOAK_TOPOLOGY=sentinel SOAK_MINUTES=10 make soak
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from tests.harness.redis_sentinel import MASTER, SentinelTopology  # noqa: E402
 from tests.harness.redis_server import RedisServer  # noqa: E402
 
 STREAMS = ["soak:{a}", "soak:{b}", "soak:{c}"]
@@ -39,20 +46,32 @@ OUT = "soak:out"
 RATE = int(os.environ.get("SOAK_RATE", "600"))  # entries per second, over all streams
 FAULTS = ("driver kill -9", "redis kill -9", "redis SIGSTOP 65 s", "CLIENT KILL",
           "python worker kill -9")
+SENTINEL = os.environ.get("SOAK_TOPOLOGY", "single") == "sentinel"
+SENTINEL_FAULTS = ("driver kill -9", "primary kill -9 (failover)", "SENTINEL FAILOVER",
+                   "CLIENT KILL", "python worker kill -9")
 
 
 class Producer(threading.Thread):
     """XADD at a fixed rate, round robin over the streams; rides out Redis being down."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, sentinels: list[tuple[str, int]] | None = None) -> None:
         super().__init__(daemon=True)
         self.url = url
+        self.sentinels = sentinels
         self.stop = threading.Event()
         self.sent = 0
         self.errors = 0
 
+    def client(self) -> redis.Redis:
+        if self.sentinels:
+            import redis.sentinel
+
+            return redis.sentinel.Sentinel(self.sentinels, socket_timeout=5).master_for(
+                MASTER, socket_timeout=5, socket_connect_timeout=2)
+        return redis.Redis.from_url(self.url, socket_timeout=5, socket_connect_timeout=2)
+
     def run(self) -> None:
-        r = redis.Redis.from_url(self.url, socket_timeout=5, socket_connect_timeout=2)
+        r = self.client()
         start, n = time.monotonic(), 0
         while not self.stop.is_set():
             due = int((time.monotonic() - start) * RATE)
@@ -63,6 +82,8 @@ class Producer(threading.Thread):
             pipe = r.pipeline(transaction=False)
             for i in range(n, n + batch):
                 pipe.xadd(STREAMS[i % len(STREAMS)], {"n": str(i), "payload": "x" * 150})
+            if self.sentinels:
+                pipe.execute_command("WAIT", 1, 2000)
             try:
                 pipe.execute()
                 self.sent += batch
@@ -107,7 +128,9 @@ class Soak:
         self.work = work
         self.minutes = minutes
         self.rng = random.Random(seed)
-        self.redis = RedisServer(work / "redis", aof=True)
+        self.topology = SentinelTopology(work / "ha") if SENTINEL else None
+        self.redis = self.topology.primary if self.topology else RedisServer(work / "redis",
+                                                                                aof=True)
         self.driver: subprocess.Popen[bytes] | None = None
         self.restarts = 0
         self.faults: Counter[str] = Counter()
@@ -115,12 +138,16 @@ class Soak:
         self.handler_log = work / "handler.log"
 
     def r(self) -> redis.Redis:
+        if self.topology is not None:
+            return self.topology.current_primary().client(socket_timeout=30)
         return redis.Redis(host="127.0.0.1", port=self.redis.port, socket_timeout=30)
 
     def start_driver(self) -> None:
         log = open(self.work / "driver.log", "ab")  # noqa: SIM115 - the driver's
+        where = (f"sentinel:{self.topology.sentinel_addresses}" if self.topology is not None
+                 else self.redis.url)
         self.driver = subprocess.Popen(
-            [sys.executable, str(ROOT / "bench" / "soak_job.py"), self.redis.url,
+            [sys.executable, str(ROOT / "bench" / "soak_job.py"), where,
              ",".join(STREAMS), OUT, str(self.chk), str(self.handler_log)],
             stdout=log, stderr=log, start_new_session=True,
             env={**os.environ, "PYSPARK_PYTHON": sys.executable})
@@ -152,6 +179,13 @@ class Soak:
             self.redis.proc.send_signal(signal.SIGSTOP)
             time.sleep(65)
             self.redis.proc.send_signal(signal.SIGCONT)
+        elif fault in ("primary kill -9 (failover)", "SENTINEL FAILOVER"):
+            assert self.topology is not None
+            old = self.topology.current_primary()
+            self.topology.fail_over(kill=fault.startswith("primary"), timeout=60)
+            if old.proc is None or old.proc.poll() is not None:
+                time.sleep(self.rng.uniform(1, 5))
+                old.start()  # comes back as a primary; the Sentinels make it a replica
         elif fault == "CLIENT KILL":
             self.r().execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
         elif fault == "python worker kill -9" and self.driver is not None:
@@ -177,8 +211,12 @@ class Soak:
 
     def run(self) -> dict[str, Any]:
         self.handler_log.touch()
-        self.redis.start()
-        producer = Producer(self.redis.url)
+        if self.topology is not None:
+            self.topology.start()
+        else:
+            self.redis.start()
+        producer = Producer(self.redis.url, [("127.0.0.1", s.port) for s in
+                                             self.topology.sentinels] if self.topology else None)
         producer.start()
         self.start_driver()
         time.sleep(60)  # warm up: the first batches, Python workers started
@@ -190,7 +228,7 @@ class Soak:
             time.sleep(1)
             self.supervise()
             if time.monotonic() >= next_fault:
-                self.inject(self.rng.choice(FAULTS))
+                self.inject(self.rng.choice(SENTINEL_FAULTS if SENTINEL else FAULTS))
                 next_fault = time.monotonic() + self.rng.uniform(20, 60)
         producer.stop.set()
         producer.join()
@@ -222,9 +260,16 @@ class Soak:
             "sink_duplicates": sum(n - 1 for n in delivered.values() if n > 1),
             "handler_duplicates": sum(n - 1 for n in handler.values() if n > 1),
             "pending_left": pending, "start": start, "end": end,
+            "topology": "sentinel" if SENTINEL else "single",
         }
-        self.redis.stop()
+        self.stop()
         return result
+
+    def stop(self) -> None:
+        if self.topology is not None:
+            self.topology.stop()
+        else:
+            self.redis.stop()
 
 
 def main() -> int:
@@ -237,8 +282,8 @@ def main() -> int:
     finally:
         if soak.driver is not None and soak.driver.poll() is None:
             os.killpg(soak.driver.pid, signal.SIGKILL)
-        soak.redis.stop()
-    out = ROOT / ".bench" / "soak.json"
+        soak.stop()
+    out = ROOT / ".bench" / ("soak-sentinel.json" if SENTINEL else "soak.json")
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))

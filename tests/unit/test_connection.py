@@ -1,0 +1,118 @@
+"""Connection settings (pure): Sentinel options, the failover window, the wait options, and the
+time-bounded retry that rides over a promotion."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from spark_eventbus.acking import AckingBatchWriter
+from spark_eventbus.connection import ConnectionSpec, connection_spec, parse_sentinels
+from spark_eventbus.errors import ConfigError
+from spark_eventbus.options import parse_reader_options, parse_sink_options
+from spark_eventbus.redisio.client import WindowRetry
+
+
+def test_sentinels_parse_host_port_pairs_ipv6_and_drop_repeats() -> None:
+    assert parse_sentinels("a:1, b:26379,[::1]:26380,a:1") == (
+        ("a", 1), ("b", 26379), ("::1", 26380))
+
+
+@pytest.mark.parametrize("raw", ["a", "a:", ":1", "a:0", "a:70000", "a:1,,b:2", "a b:1"])
+def test_bad_sentinel_lists_name_the_option_and_show_the_form(raw: str) -> None:
+    with pytest.raises(ConfigError, match=r"option 'sentinels' = .* host:port"):
+        parse_reader_options({"stream": "s", "sentinels": raw, "sentinelMaster": "m"},
+                             streaming=False)
+
+
+def test_sentinels_and_master_go_together_and_never_with_a_unix_socket() -> None:
+    with pytest.raises(ConfigError, match="option 'sentinels' needs option 'sentinelMaster'"):
+        parse_sink_options({"stream": "s", "sentinels": "a:1"})
+    with pytest.raises(ConfigError, match="option 'sentinelMaster' = 'm' needs option"):
+        parse_sink_options({"stream": "s", "sentinelMaster": "m"})
+    with pytest.raises(ConfigError, match="unix socket"):
+        parse_sink_options({"stream": "s", "url": "unix:///tmp/r.sock", "sentinels": "a:1",
+                            "sentinelMaster": "m"})
+
+
+def test_a_sentinel_url_scheme_says_which_options_to_use() -> None:
+    with pytest.raises(ConfigError, match=r"option 'sentinels'.*option 'sentinelMaster'"):
+        parse_sink_options({"stream": "s", "url": "redis+sentinel://:pw@h:26379/m"})
+
+
+def test_the_spec_carries_every_setting_and_hides_the_sentinel_password() -> None:
+    opts = parse_reader_options(
+        {"stream": "s", "group": "g", "sentinels": "h1:1,h2:2", "sentinelMaster": "m",
+         "sentinelUsername": "u", "sentinelPassword": "s3cret", "failoverTimeoutMs": "5000",
+         "waitReplicas": "2", "waitTimeoutMs": "700", "waitAof": "true"}, streaming=True)
+    spec = opts.connection
+    assert spec == ConnectionSpec("redis://localhost:6379/0", None, None, None, None,
+                                  (("h1", 1), ("h2", 2)), "m", "u", "s3cret", 5000, 2, 700, True)
+    assert spec.waits
+    assert "s3cret" not in repr(spec) and "s3cret" not in repr(opts)
+    assert spec.display == "Sentinel master 'm' (sentinels h1:1,h2:2)"
+    assert "s3cret" in spec.secrets
+
+
+@pytest.mark.parametrize("option, raw", [("waitReplicas", "-1"), ("waitReplicas", "101"),
+                                         ("waitTimeoutMs", "0"), ("failoverTimeoutMs", "x"),
+                                         ("waitAof", "yes")])
+def test_bad_wait_and_failover_values_name_the_option(option: str, raw: str) -> None:
+    with pytest.raises(ConfigError, match=f"option '{option}' = '{raw}' is invalid"):
+        parse_sink_options({"stream": "s", option: raw})
+
+
+def test_acking_batch_writer_names_its_keyword_arguments() -> None:
+    with pytest.raises(ConfigError, match="argument 'sentinels' needs argument "
+                                          "'sentinel_master'"):
+        AckingBatchWriter(lambda df, i: None, group="g", sentinels="a:1")
+    with pytest.raises(ConfigError, match="argument 'wait_replicas' = -1"):
+        AckingBatchWriter(lambda df, i: None, group="g", wait_replicas=-1)
+    w = AckingBatchWriter(lambda df, i: None, group="g", sentinels="a:1", sentinel_master="m",
+                          wait_replicas=1)
+    assert w.spec.sentinels == (("a", 1),) and w.spec.wait_replicas == 1
+
+
+def test_the_cli_spells_flags() -> None:
+    with pytest.raises(ConfigError, match="--sentinels needs --sentinel-master"):
+        connection_spec("redis:///0", sentinels="a:1", style="flag")
+
+
+class _Flaky:
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls = 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise redis.ConnectionError("down")
+        return "ok"
+
+
+def test_the_window_retry_rides_over_failures_inside_the_window() -> None:
+    flaky = _Flaky(3)
+    assert WindowRetry(30.0).call_with_retry(flaky, lambda _e: None) == "ok"
+    assert flaky.calls == 4
+
+
+def test_the_window_retry_gives_up_once_the_window_has_passed() -> None:
+    flaky = _Flaky(10**6)
+    with pytest.raises(redis.ConnectionError):
+        WindowRetry(0.2).call_with_retry(flaky, lambda _e: None)
+    assert 2 <= flaky.calls < 10**6  # at least two tries, then the deadline
+    once = _Flaky(10**6)
+    with pytest.raises(redis.ConnectionError):
+        WindowRetry(0).call_with_retry(once, lambda _e: None)
+    assert once.calls == 1  # failoverTimeoutMs=0: no retry
+
+
+def test_the_window_retry_retries_readonly_replies() -> None:
+    calls = []
+
+    def demoted() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise redis.exceptions.ReadOnlyError("READONLY You can't write against a replica.")
+        return "ok"
+    assert WindowRetry(30.0).call_with_retry(demoted, lambda _e: None) == "ok"
