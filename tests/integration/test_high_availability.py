@@ -17,6 +17,7 @@ import redis.sentinel
 from pyspark.sql import functions as F
 
 from spark_eventbus import register
+from spark_eventbus.cli import main as cli_main
 from spark_eventbus.connection import connection_spec
 from spark_eventbus.errors import ConfigError, EventBusConnectionError
 from spark_eventbus.redisio import client, preflight
@@ -63,8 +64,17 @@ def _blocked_in_wait(r: redis.Redis) -> bool:
     return any(c.get("cmd") in ("wait", "waitaof") for c in r.client_list())
 
 
-def test_bad_sentinel_and_wait_settings_fail_clearly_naming_the_option(topology, names):
+def test_bad_sentinel_and_wait_settings_fail_clearly_naming_the_option(topology, names,
+                                                                      capsys):
     t = topology
+    # The CLI finds the primary through the sentinels (and says so when it cannot).
+    t.primary.client().xadd(names["stream"], {"n": "1"})
+    assert cli_main(["--sentinels", t.sentinel_addresses, "--sentinel-master", MASTER,
+                     "status", "--stream", names["stream"], "--json"]) == 0
+    assert '"length": 1' in capsys.readouterr().out
+    assert cli_main(["--sentinels", t.sentinel_addresses, "--sentinel-master", "nope",
+                     "status", "--stream", names["stream"]]) == 1
+    assert "option 'sentinelMaster' = 'nope'" in capsys.readouterr().err
     # An unknown master name: the sentinels answer, and the error lists what they monitor.
     spec = connection_spec("redis:///0", sentinels=t.sentinel_addresses, sentinel_master="nope")
     with pytest.raises(ConfigError) as err:
