@@ -29,6 +29,8 @@ from .boundary import translate
 _RETRIES = 6
 # Tries at least, however short failoverTimeoutMs is (0: none).
 _MIN_TRIES = 2
+# The retry window before a client's server has ever answered (a wrong address fails fast).
+FIRST_CONTACT_S = 5.0
 T = TypeVar("T")
 
 
@@ -62,12 +64,21 @@ class WindowRetry(Retry):
     """redis-py's ``Retry`` bounded by time, not by count: connection errors and READONLY are
     retried with capped exponential backoff and jitter until ``window_s`` has passed since the
     first failure of the call (``failoverTimeoutMs``: a promotion, a restart), then the last
-    error is raised (and translated to a retriable ``EventBusConnectionError``)."""
+    error is raised (and translated to a retriable ``EventBusConnectionError``).
+
+    Until the server has answered once, the window is at most :data:`FIRST_CONTACT_S`: a wrong
+    address or a server that is down at start fails in seconds, while one that answered before
+    is waited for through a failover. One instance per client, shared by its connections
+    (redis-py deep-copies the retry into each connection; the copy is the instance itself)."""
 
     def __init__(self, window_s: float) -> None:
         super().__init__(ExponentialWithJitterBackoff(cap=2.0, base=0.05), -1,
                          tuple(_RETRY_ON))
         self.window_s = window_s
+        self.answered = False
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> WindowRetry:
+        return self
 
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, WindowRetry) and other.window_s == self.window_s
@@ -83,7 +94,9 @@ class WindowRetry(Retry):
         deadline: float | None = None
         while True:
             try:
-                return do()
+                result = do()
+                self.answered = True
+                return result
             except self._supported_errors as error:
                 if is_retryable and not is_retryable(error):
                     raise
@@ -93,9 +106,11 @@ class WindowRetry(Retry):
                 else:
                     fail(error)
                 now = time.monotonic()
+                window = self.window_s if self.answered else min(self.window_s,
+                                                                  FIRST_CONTACT_S)
                 if deadline is None:
-                    deadline = now + self.window_s
-                if self.window_s <= 0 or (now >= deadline and failures >= _MIN_TRIES):
+                    deadline = now + window
+                if window <= 0 or (now >= deadline and failures >= _MIN_TRIES):
                     raise error
                 time.sleep(min(self._backoff.compute(failures), max(deadline - now, 0.05)))
 

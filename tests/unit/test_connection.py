@@ -3,6 +3,9 @@ time-bounded retry that rides over a promotion."""
 
 from __future__ import annotations
 
+import copy
+import importlib
+
 import pytest
 import redis
 
@@ -11,6 +14,9 @@ from spark_eventbus.connection import ConnectionSpec, connection_spec, parse_sen
 from spark_eventbus.errors import ConfigError
 from spark_eventbus.options import parse_reader_options, parse_sink_options
 from spark_eventbus.redisio.client import WindowRetry
+
+# the module (the package's name `client` is the function)
+client_module = importlib.import_module("spark_eventbus.redisio.client")
 
 
 def test_sentinels_parse_host_port_pairs_ipv6_and_drop_repeats() -> None:
@@ -94,6 +100,22 @@ def test_the_window_retry_rides_over_failures_inside_the_window() -> None:
     flaky = _Flaky(3)
     assert WindowRetry(30.0).call_with_retry(flaky, lambda _e: None) == "ok"
     assert flaky.calls == 4
+
+
+def test_before_the_server_ever_answered_the_window_is_short() -> None:
+    retry = WindowRetry(3600.0)
+    assert copy.deepcopy(retry) is retry  # one state for every connection of a client
+    assert not retry.answered
+    retry.window_s = 3600.0
+    client_module.FIRST_CONTACT_S, saved = 0.2, client_module.FIRST_CONTACT_S
+    try:
+        with pytest.raises(redis.ConnectionError):  # a server that never answered: 0.2 s
+            retry.call_with_retry(_Flaky(10**6), lambda _e: None)
+        assert retry.call_with_retry(_Flaky(0), lambda _e: None) == "ok"
+        assert retry.answered  # from now on a failover is waited out for the whole window
+        assert retry.call_with_retry(_Flaky(3), lambda _e: None) == "ok"
+    finally:
+        client_module.FIRST_CONTACT_S = saved
 
 
 def test_the_window_retry_gives_up_once_the_window_has_passed() -> None:
