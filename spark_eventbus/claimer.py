@@ -92,10 +92,13 @@ class Claimer:
             if grant and got.count >= grant:
                 filled.append((name, op))
         spare = 0 if left is None else left - claimed
+        # The spare goes to the streams that filled their share, in chunks sized for them
+        # (not for every stream: one busy stream among many quiet ones claims big chunks).
+        spare_chunk = claim_chunk_size(spare, self.options.num_partitions, len(filled))
         for name, op in filled:
             if spare <= 0:
                 break
-            got = self._claim(name, op, spare, chunk_size, run, seq, stop)
+            got = self._claim(name, op, spare, spare_chunk, run, seq, stop)
             if got:
                 out[name] = out[name] + got
                 spare -= got.count

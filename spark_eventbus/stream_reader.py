@@ -40,14 +40,9 @@ from .claimer import Claimer, SourceMetrics
 from .lease import ConsumerLease
 from .offsets import BatchOffset, StreamBatch
 from .options import ReaderOptions
-from .partition_reader import read_slice
+from .partition_reader import read_slices
 from .partitions import ReadSpec, SlicePartition
-from .planning import (
-    Slice,
-    first_claim_allowance,
-    preclaim_allowance,
-    split_partitions,
-)
+from .planning import first_claim_allowance, pack_partitions, preclaim_allowance
 from .prefetch import Prefetcher
 from .redisio import ConsumerOps
 
@@ -212,16 +207,15 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         batch = BatchOffset.from_json(end)
         if not batch.streams:  # the warm-up batch (latestOffset): tasks that read nothing
-            first = sorted(self.options.streams)[0]
-            return [SlicePartition(self.spec, Slice(first, (), ()), batch.run, batch.seq)
+            return [SlicePartition(self.spec, (), batch.run, batch.seq)
                     for _ in range(self.options.num_partitions)]
-        return [SlicePartition(self.spec, sl, batch.run, batch.seq)
-                for name in sorted(batch.streams)
-                for sl in split_partitions(name, batch.streams[name], self.options.num_partitions)]
+        # Packed across streams: tasks follow numPartitions and the data, not the streams.
+        return [SlicePartition(self.spec, slices, batch.run, batch.seq)
+                for slices in pack_partitions(batch.streams, self.options.num_partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SlicePartition)
-        return read_slice(partition)
+        return read_slices(partition)
 
     def commit(self, end: dict) -> None:
         offset = BatchOffset.from_json(end)
