@@ -20,7 +20,7 @@ from .ids import StreamId
 from .offsets import StreamBatch
 from .options import ReaderOptions
 from .planning import claim_chunk_size, share_budget, stream_grants
-from .redisio import GROUP_GONE_FIX, ClaimResult, ConsumerOps
+from .redisio import GROUP_GONE_FIX, ClaimResult, ConsumerOps, consumers
 
 log = logging.getLogger("spark_eventbus")
 
@@ -52,6 +52,7 @@ class Claimer:
         self.stop_after: dict[str, str | None] | None = None  # AvailableNow: last ID per stream
         self.reclaim_cursor: dict[str, str] = {}
         self.reclaim_done: set[str] = set()  # AvailableNow: PEL scanned once
+        self.reclaim_checked = False  # a reclaim has run (see reclaim_all)
 
     def stop_at(self, last_ids: dict[str, str | None]) -> None:
         """``Trigger.AvailableNow``: claim nothing after these IDs (per stream; ``None``: the
@@ -68,8 +69,15 @@ class Claimer:
             return {}
         budget = o.reclaim_max_entries if left is None else min(o.reclaim_max_entries, left)
         out: dict[str, StreamBatch] = {}
-        for (name, op), grant in zip(self.ops.items(),
-                                     share_budget(budget, [budget] * len(self.ops)),
+        # Only groups with pending entries have anything to reclaim (one pipelined probe); the
+        # first stream is asked on the first pass whatever its state, so that a user whose ACL
+        # rule lacks a command of the reclaim fails at the query's start, not on a first failure.
+        todo = [(name, op) for k, ((name, op), p) in enumerate(zip(
+            self.ops.items(), consumers.probe(list(self.ops.values())), strict=True))
+            if (p.has_pending or (k == 0 and not self.reclaim_checked))
+            and name not in self.reclaim_done]
+        self.reclaim_checked = True
+        for (name, op), grant in zip(todo, share_budget(budget, [budget] * len(todo)),
                                      strict=True):
             got = self._reclaim(name, op, grant, run, seq, protect_from)
             if got:
@@ -79,12 +87,15 @@ class Claimer:
     def claim_new(self, left: int | None, budget: int | None, run: str, seq: int,
                   stop: threading.Event | None = None) -> dict[str, StreamBatch]:
         """Claim up to ``left`` new entries (all when None), shared fairly across streams:
-        streams that run dry leave their share to the others."""
-        chunk_size = claim_chunk_size(budget, self.options.num_partitions, len(self.ops))
+        streams that run dry leave their share to the others. Streams with nothing added
+        since the group's last delivery (one pipelined probe) are not asked at all."""
+        todo = [(name, op) for (name, op), p in zip(
+            self.ops.items(), consumers.probe(list(self.ops.values())), strict=True)
+            if p.has_new]
+        chunk_size = claim_chunk_size(budget, self.options.num_partitions, len(todo))
         out: dict[str, StreamBatch] = {}
         claimed, filled = 0, []
-        for (name, op), grant in zip(self.ops.items(), stream_grants(left, len(self.ops)),
-                                     strict=True):
+        for (name, op), grant in zip(todo, stream_grants(left, len(todo)), strict=True):
             got = self._claim(name, op, grant, chunk_size, run, seq, stop)
             claimed += got.count
             if got:

@@ -44,7 +44,7 @@ from .partition_reader import read_slices
 from .partitions import ReadSpec, SlicePartition
 from .planning import first_claim_allowance, pack_partitions, preclaim_allowance
 from .prefetch import Prefetcher
-from .redisio import ConsumerOps
+from .redisio import ConsumerOps, consumers
 
 log = logging.getLogger("spark_eventbus")
 
@@ -146,8 +146,9 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         #    batch ran, or left by a driver that died before Spark logged the batch. Those
         #    entries sit in our PEL and no logged batch covers them.
         batches: dict[str, StreamBatch] = {}
-        for name, op in self.ops.items():
-            residue = op.load_plan(begin.run, seq)
+        for (name, _), residue in zip(self.ops.items(),
+                                      consumers.plans(list(self.ops.values()), begin.run, seq),
+                                      strict=True):
             if residue:
                 if d.claims.preclaimed_seq != seq:
                     log.warning("spark-eventbus: recovering %d entries of stream %r claimed by "
@@ -190,8 +191,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         that batch's totals and the query run's dead-lettered and lost counts."""
         out: dict[str, Any] = {}
         m = self.driver.metrics
-        for name, op in self.ops.items():
-            stats = op.stats()
+        for name, stats in zip(self.ops, consumers.stats(list(self.ops.values())), strict=True):
             claimed, reclaimed = m.planned.get(name, (0, 0))
             out[name] = {"lag": stats.lag, "pending": stats.pending,
                          "lastDeliveredId": stats.last_delivered, "claimed": claimed,
@@ -248,22 +248,21 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         acking them (the ack runs in the background while the next batch runs): ack them now
         rather than let them come back through reclaim as duplicates.
         """
-        plans = {name: op.committed_plans(committed.seq) for name, op in self.ops.items()}
+        ops = list(self.ops.values())
+        plans = dict(zip(self.ops, consumers.committed_plans(ops, committed.seq), strict=True))
         m = self.driver.metrics
-        for op in self.ops.values():
-            # Entries replays of this batch moved past (partition_reader: failOnDataLoss=false,
-            # or a loss an operator accepted) are counted now that the batch is committed.
-            entries, ranges = op.settle_losses(committed.run, committed.seq)
-            m.lost_entries += entries
-            m.lost_ranges += ranges
+        # Entries replays of this batch moved past (partition_reader: failOnDataLoss=false,
+        # or a loss an operator accepted) are counted now that the batch is committed.
+        entries, ranges = consumers.settle_all_losses(ops, committed.run, committed.seq)
+        m.lost_entries += entries
+        m.lost_ranges += ranges
         if self.options.ack_mode == "commit":
             for name, op in self.ops.items():
                 for field_, plan in plans[name].items():
                     if int(field_) < committed.seq and plan.get("run") == committed.run:
                         op.ack(StreamBatch.from_json(plan))
         self._ack(committed)
-        for name, op in self.ops.items():
-            op.drop_plans(plans[name])
+        consumers.drop_plans(ops, [list(plans[name]) for name in self.ops])
 
     def _ack(self, offset: BatchOffset) -> None:
         claims = self.driver.claims
@@ -291,7 +290,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         def work(stop: threading.Event) -> bool:
             self._close_committed(committed)
             # A plan for `seq` may exist already (left by a driver that died): top it up.
-            planned = sum(op.load_plan(run, seq).count for op in self.ops.values())
+            planned = sum(b.count for b in consumers.plans(list(self.ops.values()), run, seq))
             left = preclaim_allowance(budget, self.options.max_entries_per_trigger, planned)
             if left > 0:
                 for got in d.claimer.reclaim_all(left, run, seq, seq - 1).values():
