@@ -1,10 +1,13 @@
 from __future__ import annotations
 
 import itertools
+import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from spark_eventbus.errors import EventBusError
 from spark_eventbus.offsets import BatchOffset, ClaimedRange, StreamBatch
 from spark_eventbus.planning import (
     MAX_CLAIM_CHUNK,
@@ -100,6 +103,23 @@ def test_offsets_round_trip_with_a_fixed_key_order():
     assert BatchOffset.from_json(js) == BatchOffset.from_json(js)
     assert BatchOffset.from_json(js).to_json() == js
     assert BatchOffset.from_json(js).count == 4
+
+
+def test_offsets_are_compact_and_offsets_of_format_v1_still_read():
+    chunk = ClaimedRange("1700000000000-0", "1700000000005-3", 20)
+    off = BatchOffset("r" * 32, 9, {"orders": StreamBatch((chunk,), (("1699999999999-7", 2),))})
+    js = off.to_json()
+    assert js["v"] == 2
+    assert js["streams"]["orders"] == ["1700000000000-0 5-3 20", "r 1699999999999-7 2"]
+    assert BatchOffset.from_json(js) == off
+    one = json.dumps({"s": StreamBatch((chunk,)).to_compact()}, separators=(",", ":"))
+    assert len(one) - len('{"s":}') <= 40  # a stream with one range: well under 60 bytes
+    v1 = {"v": 1, "run": "r" * 32, "seq": 9, "streams": {"orders": {
+        "chunks": [["1700000000000-0", "1700000000005-3", 20]],
+        "reclaimed": [["1699999999999-7", 2]]}}}
+    assert BatchOffset.from_json(v1) == off  # a checkpoint of the previous version carries on
+    with pytest.raises(EventBusError, match="v1 or v2"):
+        BatchOffset.from_json({**v1, "v": 3})
 
 
 def test_offsets_accept_lua_empty_arrays_encoded_as_objects():
