@@ -127,3 +127,51 @@ def test_a_query_on_this_version_carries_on_from_an_offset_of_format_v1(redis_se
     nxt = again.latestOffset(v1, ReadAllAvailable())
     assert nxt["v"] == 2 and BatchOffset.from_json(nxt).count == len(produced) - 12
     again.stop()
+
+
+def _calls(r: redis.Redis, command: str) -> int:
+    return int(r.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
+def test_quiet_streams_are_not_claimed_from_and_progress_is_one_round_of_pipelines(
+        redis_server, names):
+    r = redis_server.client()
+    streams, _ = _many(r, names["stream"], 100, 1)
+    reader = driver_reader(redis_server.url, ",".join(streams), names["group"])
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    reader.commit(end)
+    assert reader.latestOffset(end, ReadAllAvailable()) is end  # all quiet now
+    produce(r, streams[42], 5)
+    before = {c: _calls(r, c) for c in ("xreadgroup", "evalsha", "xautoclaim")}
+    nxt = reader.latestOffset(end, ReadAllAvailable())
+    assert list(BatchOffset.from_json(nxt).streams) == [streams[42]]
+    report = reader.reportLatestOffset()
+    assert report[streams[42]]["claimed"] == 5 and report[streams[0]]["pending"] == 0
+    spent = {c: _calls(r, c) - n for c, n in before.items()}
+    # One stream has news: its claim only (was: a claim script, an XREADGROUP and a record
+    # per stream, 100 streams); reclaim asks only the stream with pending entries.
+    assert spent["xreadgroup"] == 1, spent
+    assert spent["evalsha"] <= 6, spent
+    reader.stop()
+
+
+def test_the_lease_refuses_a_second_query_on_any_overlapping_stream(redis_server, names):
+    from spark_eventbus.errors import ConfigError
+    from spark_eventbus.keys import lease_key
+    from tests.integration.test_key_layout import _holder, _kill
+
+    r = redis_server.client()
+    streams, _ = _many(r, names["stream"], 4, 2)
+    group = names["group"]
+    proc, run = _holder(redis_server.url, ",".join(streams[:3]), group)
+    try:
+        other = driver_reader(redis_server.url, ",".join([streams[3], streams[2]]), group)
+        with pytest.raises(ConfigError, match="option 'consumer'") as err:
+            other.initialOffset()
+        assert repr(streams[2]) in str(err.value) and run in str(err.value)
+        # what its pipelined acquire took is given back: the free stream is not held
+        assert r.exists(lease_key(streams[3], group, f"spark-{group}")) == 0
+        other.stop()
+    finally:
+        _kill(proc)
