@@ -27,7 +27,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     "streaming-reader": (*_CONNECT, *_SCRIPTS, "type", "xinfo|stream", "xinfo|groups",
                          "xgroup|create", "xreadgroup", "xautoclaim", "xpending", "xack",
                          "xrange", "xrevrange", "get", "set", "del", "pttl", "hget", "hexists",
-                         "hgetall", "hset", "hdel", "pexpire"),
+                         "hgetall", "hset", "hdel", "pexpire", "scan"),
     # spark.read: XRANGE of a range, nothing written.
     "batch-reader": (*_CONNECT, "type", "xrange", "xrevrange"),
     # df.write / writeStream: a chunk as WATCH + MULTI/EXEC (XADD, trimming, markers), or

@@ -52,10 +52,31 @@ class ConsumerLease:
             raise self._lost
         if self.run == run:
             return
+        self._take(dict(self.ops), run)
+        self.run = run
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._renew, name="eventbus-lease",
+                                            daemon=True)
+            self._thread.start()
+
+    def join(self, ops: list[ConsumerOps], run: str) -> None:
+        """Streams that joined a pattern subscription: take their leases as :meth:`hold` does
+        (a lease another live query holds raises :class:`ConfigError`)."""
+        self._take({op.stream: op for op in ops}, run)
+
+    def leave(self, ops: list[ConsumerOps], run: str) -> None:
+        """Streams that left a pattern subscription: give their leases back."""
+        for op in ops:
+            op.lease_token = ""
+        try:
+            consumers.leases(ops, "release", run, self.owner, LEASE_TTL_MS)
+        except EventBusError as exc:
+            log.debug("spark-eventbus: could not release the consumer leases: %s", exc)
+
+    def _take(self, ops: dict[str, ConsumerOps], run: str) -> None:
         # One pipelined acquire of every lease; only those another query holds are waited for.
-        first = consumers.leases(list(self.ops.values()), "acquire", run, self.owner,
-                                 LEASE_TTL_MS)
-        for (name, op), (status, holder, pttl) in zip(self.ops.items(), first, strict=True):
+        first = consumers.leases(list(ops.values()), "acquire", run, self.owner, LEASE_TTL_MS)
+        for (name, op), (status, holder, pttl) in zip(ops.items(), first, strict=True):
             if status == "held":
                 status, holder, _ = self._acquire(op, run, (status, holder, pttl))
             if status == "held":
@@ -73,13 +94,8 @@ class ConsumerLease:
                 log.warning("spark-eventbus: taking over consumer %r of group %r on stream %r "
                             "from an earlier driver of this checkpoint", self.consumer,
                             self.group, name)
-        self.run = run
-        for op in self.ops.values():  # claims now run only while the lease is still ours
+        for op in ops.values():  # claims now run only while the lease is still ours
             op.lease_token = f"{run} {self.owner}"
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._renew, name="eventbus-lease",
-                                            daemon=True)
-            self._thread.start()
 
     def _acquire(self, op: ConsumerOps, run: str, first: tuple[str, str, int]
                  ) -> tuple[str, str, int]:
@@ -103,13 +119,14 @@ class ConsumerLease:
             run = self.run
             if run is None:
                 continue
+            ops = dict(self.ops)  # a snapshot: streams join and leave (streamPattern)
             try:  # one pipelined round trip per node, not one per stream
-                replies = consumers.leases(list(self.ops.values()), "renew", run, self.owner,
+                replies = consumers.leases(list(ops.values()), "renew", run, self.owner,
                                            LEASE_TTL_MS)
             except EventBusError as exc:
                 log.debug("spark-eventbus: could not renew the consumer leases: %s", exc)
                 continue
-            for name, (status, holder, _) in zip(self.ops, replies, strict=True):
+            for name, (status, holder, _) in zip(ops, replies, strict=True):
                 if status == "lost":
                     self._lost = consumer_taken_over(self.consumer, self.group, name, holder)
                     return

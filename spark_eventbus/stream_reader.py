@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -68,18 +69,63 @@ class _Driver:
 
     def __init__(self, opts: ReaderOptions) -> None:
         assert opts.group is not None
-        self.ops: dict[str, ConsumerOps] = {
-            s: ConsumerOps(opts.connection, s, opts.group, opts.consumer_name,
-                           cache_ack_ids=opts.ack_mode == "commit") for s in opts.streams}
-        for s, op in self.ops.items():
-            if op.ensure_group(opts.starting_position):
-                log.info("spark-eventbus: created consumer group %r on stream %r at %s",
-                         opts.group, s, opts.starting_position)
+        self.opts = opts
+        self.ops: dict[str, ConsumerOps] = {}
+        self.discovered_at = time.monotonic()
+        names = opts.streams if opts.stream_pattern is None else self._discover()
+        self._join(names)
         self.lease = ConsumerLease(self.ops, opts.group, opts.consumer_name)
         self.prefetch = Prefetcher("eventbus-preclaim")
         self.claims = ClaimState()
         self.metrics = SourceMetrics()
         self.claimer = Claimer(opts, self.ops, self.metrics)
+
+    def _discover(self) -> list[str]:
+        o = self.opts
+        assert o.stream_pattern is not None
+        self.discovered_at = time.monotonic()
+        exclude = [o.dead_letter_stream] if o.dead_letter_stream else []
+        return consumers.discover(o.connection, o.stream_pattern, exclude)
+
+    def _join(self, names: Sequence[str]) -> list[str]:
+        """Streams join: their groups are created at ``startingPosition`` if missing."""
+        o = self.opts
+        assert o.group is not None
+        joined = []
+        for s in names:
+            if s in self.ops:
+                continue
+            op = ConsumerOps(o.connection, s, o.group, o.consumer_name,
+                             cache_ack_ids=o.ack_mode == "commit")
+            if op.ensure_group(o.starting_position):
+                log.info("spark-eventbus: created consumer group %r on stream %r at %s",
+                         o.group, s, o.starting_position)
+            self.ops[s] = op
+            joined.append(s)
+        return joined
+
+    def rediscover(self, run: str) -> None:
+        """``streamPattern``, every ``discoveryIntervalMs`` (between batches: the pre-claim is
+        stopped): new matching streams join (group at ``startingPosition``, the consumer lease
+        taken; a lease another live query holds stops this query, as at start), deleted ones
+        leave (this consumer's plans, loss records and lease on them are dropped)."""
+        o = self.opts
+        if o.stream_pattern is None or \
+                (time.monotonic() - self.discovered_at) * 1000 < o.discovery_interval_ms:
+            return
+        names = self._discover()
+        gone = [s for s in self.ops if s not in set(names)]
+        if gone:
+            left = [self.ops.pop(s) for s in gone]
+            self.lease.leave(left, run)
+            consumers.forget(left)
+            log.info("spark-eventbus: %d streams no longer match %r (deleted): %s", len(gone),
+                     o.stream_pattern, ", ".join(gone[:10]))
+        joined = self._join(names)
+        if joined:
+            self.lease.join([self.ops[s] for s in joined], run)
+            log.info("spark-eventbus: %d new streams match %r: %s", len(joined),
+                     o.stream_pattern, ", ".join(joined[:10]))
 
 
 class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -135,6 +181,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = BatchOffset.from_json(start)
         d.lease.hold(begin.run)
         interrupted = d.prefetch.stop()  # True: it was still claiming, more is waiting
+        d.rediscover(begin.run)
         seq = begin.seq + 1
         budget: int | None = None
         if isinstance(limit, ReadMaxRows):
@@ -199,7 +246,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         out["_eventbus"] = {"claimed": sum(c for c, _ in m.planned.values()),
                             "reclaimed": sum(r for _, r in m.planned.values()),
                             "deadLettered": m.dead_lettered, "lostRanges": m.lost_ranges,
-                            "lostEntries": m.lost_entries}
+                            "lostEntries": m.lost_entries, "streams": len(self.ops)}
         return out
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:

@@ -16,11 +16,11 @@ from typing import Any
 
 from ..errors import EventBusConnectionError
 from ..ids import StreamId
-from ..keys import loss_key
+from ..keys import PREFIX, loss_key
 from ..offsets import StreamBatch
 from .base import ResponseError
 from .boundary import redis_errors
-from .client import is_cluster
+from .client import ConnectionSpec, client, is_cluster
 from .group import ConsumerOps, GroupStats
 from .losses import settle_losses
 from .scripts import is_noscript, queue_script
@@ -214,3 +214,30 @@ def leases(ops: Sequence[ConsumerOps], mode: str, run: str, owner: str, ttl_ms: 
         status, holder, pttl = reply
         out.append((text(status), text(holder), int(pttl)))
     return out
+
+
+def discover(spec: ConnectionSpec, pattern: str, exclude: Sequence[str] = ()) -> list[str]:
+    """The streams whose names match ``pattern`` (a Redis glob): ``SCAN MATCH … TYPE stream``,
+    on every master of a cluster (redis-py's cluster ``scan_iter`` visits each), sorted. The
+    connector's own keys (``{…}:eventbus:…``) and ``exclude`` (the dead-letter stream) never
+    count."""
+    r = client(spec)
+    with redis_errors(f"looking for streams matching {pattern!r}", spec):
+        found = {text(k) for k in r.scan_iter(match=pattern, count=1000, _type="stream")}
+    own = f":{PREFIX}:"
+    return sorted(k for k in found if k not in exclude
+                  and not (k.startswith("{") and own in k))
+
+
+def forget(ops: Sequence[ConsumerOps]) -> None:
+    """Streams that left a pattern subscription (deleted): drop this consumer's claim plans,
+    loss records and lease of each."""
+    if not ops:
+        return
+    with redis_errors(f"dropping the bookkeeping of {_where(ops)}", ops[0].spec):
+        pipe = _pipe(ops)
+        for op in ops:
+            pipe.delete(op.plan_key)
+            pipe.delete(loss_key(op.stream, op.group, op.consumer))
+            pipe.delete(op.lease_key)
+        pipe.execute()

@@ -175,3 +175,49 @@ def test_the_lease_refuses_a_second_query_on_any_overlapping_stream(redis_server
         other.stop()
     finally:
         _kill(proc)
+
+
+def test_a_pattern_subscription_picks_up_new_streams_and_drops_deleted_ones(redis_server,
+                                                                           names):
+    from spark_eventbus.keys import lease_key, plan_key
+
+    r = redis_server.client()
+    group, base = names["group"], names["stream"]
+    first = {f"{base}:a/{i}" for i in produce(r, f"{base}:a", 4)}
+    first |= {f"{base}:b/{i}" for i in produce(r, f"{base}:b", 3)}
+    r.set(f"{base}:not-a-stream", "x")
+    reader = driver_reader(redis_server.url, "", group, streamPattern=f"{base}:*",
+                           discoveryIntervalMs="0")
+
+    def batch(start: dict) -> tuple[dict, set[str]]:
+        end = reader.latestOffset(start, ReadAllAvailable())
+        got = set()
+        for part in reader.partitions(start, end):
+            for rb in reader.read(part):
+                got |= {f"{s}/{i}" for s, i in zip(rb.column("stream").to_pylist(),
+                                                   rb.column("id").to_pylist(), strict=True)}
+        reader.commit(end)
+        return end, got
+
+    start = reader.initialOffset()
+    end, got = batch(start)
+    assert got == first
+    assert reader.reportLatestOffset()["_eventbus"]["streams"] == 2
+    # a stream created mid-query joins at startingPosition (earliest): none of it is missed
+    new = {f"{base}:c/{i}" for i in produce(r, f"{base}:c", 5)}
+    more = {f"{base}:a/{i}" for i in produce(r, f"{base}:a", 2, 10)}
+    end, got = batch(end)
+    assert got == new | more
+    assert reader.reportLatestOffset()["_eventbus"]["streams"] == 3
+    # a deleted stream leaves cleanly: its bookkeeping goes, the others flow on
+    r.delete(f"{base}:b")
+    last = {f"{base}:c/{i}" for i in produce(r, f"{base}:c", 1, 20)}
+    end, got = batch(end)
+    assert got == last
+    assert reader.reportLatestOffset()["_eventbus"]["streams"] == 2
+    consumer = f"spark-{group}"
+    assert not r.exists(plan_key(f"{base}:b", group, consumer),
+                        lease_key(f"{base}:b", group, consumer))
+    assert reader.latestOffset(end, ReadAllAvailable()) is end
+    reader.stop()
+    assert pending(r, f"{base}:a", group) == pending(r, f"{base}:c", group) == 0
