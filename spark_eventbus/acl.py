@@ -44,7 +44,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     "cli": (*_CONNECT, *_SCRIPTS, "type", "xinfo|stream", "xinfo|groups", "xinfo|consumers",
             "xlen", "xrange", "xrevrange", "xadd", "xdel", "sismember", "sadd", "srem",
             "pexpire", "xgroup|create", "xgroup|setid", "xgroup|delconsumer", "xpending",
-            "xclaim", "get", "pttl", "hgetall", "hset"),
+            "xclaim", "get", "pttl", "hgetall", "hset", "scan"),
 }
 # Roles that also touch the connector's keys of each stream ({<tag>}:eventbus:*).
 _OWN_KEYS = {"streaming-reader", "sink", "acking-writer", "cli"}
