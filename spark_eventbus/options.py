@@ -85,7 +85,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("tlsCertFile", "tls_cert_file", existing_file, None, ALL),
     Option("tlsSecretKeyFile", "tls_key_file", existing_file, None, ALL),
     Option("stream", "streams", stream_list, (), READS),
-    Option("streamPattern", "stream_pattern", optional_name, None, frozenset({STREAMING})),
+    Option("streamPattern", "stream_pattern", optional_name, None, READS),
     Option("discoveryIntervalMs", "discovery_interval_ms",
            whole(0, 2**31 - 1, "it is how often streams matching streamPattern are looked for"),
            30_000, frozenset({STREAMING})),
@@ -246,7 +246,7 @@ def parse_reader_options(raw: Mapping[str, Any], *, streaming: bool, warn: bool 
     """
     v, given = _parse(raw, STREAMING if streaming else BATCH, READS, warn)
     check_tls(v)
-    if streaming and v["stream_pattern"] is not None:
+    if v["stream_pattern"] is not None:
         if v["streams"]:
             raise ConfigError(
                 f"options 'stream' and 'streamPattern' = {v['stream_pattern']!r} are both "

@@ -221,3 +221,10 @@ def test_a_pattern_subscription_picks_up_new_streams_and_drops_deleted_ones(redi
     assert reader.latestOffset(end, ReadAllAvailable()) is end
     reader.stop()
     assert pending(r, f"{base}:a", group) == pending(r, f"{base}:c", group) == 0
+
+
+def test_a_batch_read_refuses_a_stream_pattern_naming_the_option(spark, redis_server):
+    df = (spark.read.format("eventbus").option("url", redis_server.url)
+          .option("streamPattern", "orders:*").load())
+    with pytest.raises(Exception, match="option 'streamPattern' is for streaming reads"):
+        df.collect()
