@@ -61,8 +61,13 @@ class Claimer:
         self.reclaim_done.clear()
         self.reclaim_cursor.clear()
 
-    def reclaim_all(self, left: int | None, run: str, seq: int, protect_from: int
-                    ) -> dict[str, StreamBatch]:
+    def probe(self) -> list[consumers.Probe]:
+        """Every stream's group state (one pipelined round trip per node), for one planning
+        round's :meth:`reclaim_all` and :meth:`claim_new`."""
+        return consumers.probe(list(self.ops.values()))
+
+    def reclaim_all(self, left: int | None, run: str, seq: int, protect_from: int,
+                    probes: list[consumers.Probe] | None = None) -> dict[str, StreamBatch]:
         """Reclaim up to ``min(reclaimMaxEntries, left)`` entries, shared across streams."""
         o = self.options
         if not o.reclaim_enabled:
@@ -73,7 +78,7 @@ class Claimer:
         # first stream is asked on the first pass whatever its state, so that a user whose ACL
         # rule lacks a command of the reclaim fails at the query's start, not on a first failure.
         todo = [(name, op) for k, ((name, op), p) in enumerate(zip(
-            self.ops.items(), consumers.probe(list(self.ops.values())), strict=True))
+            self.ops.items(), self.probe() if probes is None else probes, strict=True))
             if (p.has_pending or (k == 0 and not self.reclaim_checked))
             and name not in self.reclaim_done]
         self.reclaim_checked = True
@@ -85,12 +90,13 @@ class Claimer:
         return out
 
     def claim_new(self, left: int | None, budget: int | None, run: str, seq: int,
-                  stop: threading.Event | None = None) -> dict[str, StreamBatch]:
+                  stop: threading.Event | None = None,
+                  probes: list[consumers.Probe] | None = None) -> dict[str, StreamBatch]:
         """Claim up to ``left`` new entries (all when None), shared fairly across streams:
         streams that run dry leave their share to the others. Streams with nothing added
         since the group's last delivery (one pipelined probe) are not asked at all."""
         todo = [(name, op) for (name, op), p in zip(
-            self.ops.items(), consumers.probe(list(self.ops.values())), strict=True)
+            self.ops.items(), self.probe() if probes is None else probes, strict=True)
             if p.has_new]
         chunk_size = claim_chunk_size(budget, self.options.num_partitions, len(todo))
         out: dict[str, StreamBatch] = {}

@@ -62,6 +62,8 @@ class ClaimState:
     ack_scheduled_seq: int = -1  # ... or being acked by the prefetcher
     preclaimed_seq: int = -1  # the batch the prefetcher claims for
     planned_once: bool = False  # latestOffset has run in this driver
+    closed: tuple[str, int] | None = None  # the committed batch _close_committed finished
+    idle: tuple[str, int] | None = None  # latestOffset found nothing for this batch number
 
 
 class _Driver:
@@ -104,7 +106,7 @@ class _Driver:
             joined.append(s)
         return joined
 
-    def rediscover(self, run: str) -> None:
+    def rediscover(self, run: str) -> bool:
         """``streamPattern``, every ``discoveryIntervalMs`` (between batches: the pre-claim is
         stopped): new matching streams join (group at ``startingPosition``, the consumer lease
         taken; a lease another live query holds stops this query, as at start), deleted ones
@@ -112,7 +114,7 @@ class _Driver:
         o = self.opts
         if o.stream_pattern is None or \
                 (time.monotonic() - self.discovered_at) * 1000 < o.discovery_interval_ms:
-            return
+            return False
         names = self._discover()
         gone = [s for s in self.ops if s not in set(names)]
         if gone:
@@ -126,6 +128,7 @@ class _Driver:
             self.lease.join([self.ops[s] for s in joined], run)
             log.info("spark-eventbus: %d new streams match %r: %s", len(joined),
                      o.stream_pattern, ", ".join(joined[:10]))
+        return bool(joined)
 
 
 class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -181,7 +184,8 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = BatchOffset.from_json(start)
         d.lease.hold(begin.run)
         interrupted = d.prefetch.stop()  # True: it was still claiming, more is waiting
-        d.rediscover(begin.run)
+        if d.rediscover(begin.run):
+            d.claims.idle = None  # streams joined: look for their plans too
         seq = begin.seq + 1
         budget: int | None = None
         if isinstance(limit, ReadMaxRows):
@@ -193,9 +197,12 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         #    batch ran, or left by a driver that died before Spark logged the batch. Those
         #    entries sit in our PEL and no logged batch covers them.
         batches: dict[str, StreamBatch] = {}
-        for (name, _), residue in zip(self.ops.items(),
-                                      consumers.plans(list(self.ops.values()), begin.run, seq),
-                                      strict=True):
+        # A quiet trigger after a quiet trigger of this driver for the same batch number:
+        # nothing can have been planned for `seq` since (only a claim for `seq` writes its
+        # plan: none found anything, and the pre-claim starts only after a batch is returned).
+        quiet = d.claims.idle == (begin.run, seq)
+        plans = [] if quiet else consumers.plans(list(self.ops.values()), begin.run, seq)
+        for name, residue in zip(self.ops if plans else (), plans, strict=True):
             if residue:
                 if d.claims.preclaimed_seq != seq:
                     log.warning("spark-eventbus: recovering %d entries of stream %r claimed by "
@@ -207,12 +214,15 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         #    are committed but not acked yet: protected from reclaim.
         allowed = first_claim_allowance(budget, used, interrupted, o.num_partitions,
                                         len(self.ops))
+        probes = d.claimer.probe() if allowed is None or allowed > 0 else None
         if allowed is None or allowed > 0:
-            for name, got in d.claimer.reclaim_all(allowed, begin.run, seq, begin.seq).items():
+            for name, got in d.claimer.reclaim_all(allowed, begin.run, seq, begin.seq,
+                                                   probes).items():
                 batches[name] = batches.get(name, StreamBatch()) + got
                 allowed = None if allowed is None else allowed - got.count
         if allowed is None or allowed > 0:
-            for name, got in d.claimer.claim_new(allowed, budget, begin.run, seq).items():
+            for name, got in d.claimer.claim_new(allowed, budget, begin.run, seq,
+                                                 probes=probes).items():
                 batches[name] = batches.get(name, StreamBatch()) + got
 
         d.metrics.planned = {name: (sum(c.count for c in b.chunks), len(b.reclaimed))
@@ -227,6 +237,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._start_prefetch(begin, budget, seq + 1)
                 return BatchOffset(begin.run, seq, {}).to_json()
             self._close_committed(begin)
+            d.claims.idle = (begin.run, seq)
             return start  # the very same object: Spark compares offsets as JSON text
         self._start_prefetch(begin, budget, seq + 1)
         return BatchOffset(begin.run, seq, batches).to_json()
@@ -289,6 +300,13 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- acks ----------------------------------------------------------------------------------
 
     def _close_committed(self, committed: BatchOffset) -> None:
+        d = self.driver
+        if d.claims.closed == (committed.run, committed.seq):
+            return  # done already (a quiet trigger asks again with the same start)
+        self._close(committed)
+        d.claims.closed = (committed.run, committed.seq)
+
+    def _close(self, committed: BatchOffset) -> None:
         """A batch Spark has committed: ack it (ackMode=commit), then drop plans up to it.
 
         Plans of earlier batches still present were committed too, but the driver died before
