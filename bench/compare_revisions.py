@@ -14,6 +14,10 @@ turn, on one ``redis-server``, against the same data:
   trigger (``Trigger.AvailableNow`` into ``noop``), a new group per run; nothing may stay pending;
 * ``sink``: a 20,000-row warm-up write, then ``df.write.format("eventbus")`` of N cached rows
   (``key`` + ~200-byte ``payload``); the stream must hold N entries after it;
+* ``many:N`` (e.g. ``--parts many:1,many:100,many:1000``): the reader over N streams holding
+  ``--many-entries`` entries in all (spread evenly), one ``Trigger.AvailableNow`` query with
+  default options after the warm-up; nothing may stay pending. Also timed: a plain redis-py
+  loop (one ``XREADGROUP`` over all N streams, ``COUNT 1000``, then ``XACK``) on the same data;
 * K rounds of (each part at each revision), the revisions' order rotated each round (in a pair
   of runs, the later one tends to be slower); it prints each run and the median per revision.
 
@@ -34,6 +38,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 WARMUP = 20_000
@@ -52,13 +57,17 @@ def measure(part: str, url: str, tag: str, rows_file: str) -> dict[str, object]:
              .config("spark.driver.memory", "4g").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark_eventbus.register(spark)
-    if part == "reader":
+    if part == "reader" or part.startswith("many:"):
+        many = part.startswith("many:")
+
         def run(stream: str, group: str) -> float:
             start = time.perf_counter()
-            q = (spark.readStream.format("eventbus").option("url", url)
-                 .option("stream", stream).option("group", group).option("consumer", "c")
-                 .option("startingPosition", "earliest")
-                 .option("maxEntriesPerTrigger", str(PER_TRIGGER)).load()
+            reader = (spark.readStream.format("eventbus").option("url", url)
+                      .option("stream", stream).option("group", group).option("consumer", "c")
+                      .option("startingPosition", "earliest"))
+            if not many:
+                reader = reader.option("maxEntriesPerTrigger", str(PER_TRIGGER))
+            q = (reader.load()
                  .writeStream.format("noop")
                  .option("checkpointLocation", tempfile.mkdtemp(prefix="cmp-chk-"))
                  .trigger(availableNow=True).start())
@@ -66,7 +75,7 @@ def measure(part: str, url: str, tag: str, rows_file: str) -> dict[str, object]:
             return time.perf_counter() - start
 
         run("cmp:warmup", f"warm-{tag}")
-        seconds = run("cmp:main", tag)
+        seconds = run(",".join(many_streams(int(part[5:]))) if many else "cmp:main", tag)
     else:
         df = spark.read.parquet(rows_file).cache()
         df.count()
@@ -85,6 +94,31 @@ def measure(part: str, url: str, tag: str, rows_file: str) -> dict[str, object]:
     return {"seconds": seconds, "driver": spark_eventbus.__file__, "worker": worker_copy}
 
 
+def many_streams(n: int) -> list[str]:
+    return [f"cmp:many:{n}:{i}" for i in range(n)]
+
+
+def plain_loop(r: Any, streams: list[str], group: str) -> tuple[float, int]:
+    """The plain redis-py consumer: XREADGROUP over all streams, COUNT 1000, XACK each reply."""
+    for s in streams:
+        r.xgroup_create(s, group, "0")
+    start = time.perf_counter()
+    got = 0
+    while True:
+        reply = r.xreadgroup(group, "c", dict.fromkeys(streams, ">"), count=1000)
+        if not reply:
+            break
+        pipe = r.pipeline(transaction=False)
+        for name, entries in reply:
+            if entries:
+                got += len(entries)
+                pipe.xack(name, group, *[i for i, _ in entries])
+        pipe.execute()
+        if not any(entries for _, entries in reply):
+            break
+    return time.perf_counter() - start, got
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "measure":
         print("RESULT " + json.dumps(measure(*sys.argv[2:6])))
@@ -95,6 +129,7 @@ def main() -> None:
     ap.add_argument("--entries", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--parts", default="reader,sink")
+    ap.add_argument("--many-entries", type=int, default=20_000)
     args = ap.parse_args()
     parts = args.parts.split(",")
 
@@ -121,7 +156,18 @@ def main() -> None:
             r = redis.Redis(port=port)
             url = f"redis://127.0.0.1:{port}/0"
             produce(r, WARMUP, "cmp:warmup")
-            produce(r, args.entries, "cmp:main")
+            if "reader" in parts:
+                produce(r, args.entries, "cmp:main")
+            for part in parts:
+                if part.startswith("many:"):
+                    streams = many_streams(int(part[5:]))
+                    pipe = r.pipeline(transaction=False)
+                    for i in range(args.many_entries):
+                        pipe.xadd(streams[i % len(streams)], {"n": str(i), "payload": "x" * 60})
+                    pipe.execute()
+                    secs, got = plain_loop(r, streams, "plain")
+                    assert got == args.many_entries, got
+                    print(f"plain redis-py loop {part}: {secs:.3f} s", flush=True)
             rows_file = str(work / "rows.parquet")
             filler = "x" * 120
             pq.write_table(pa.table({
@@ -154,17 +200,30 @@ def main() -> None:
                         if part == "reader":
                             left = r.xpending("cmp:main", tag)["pending"]
                             assert left == 0, f"{rev}: {left} entries left pending"
+                        elif part.startswith("many:"):
+                            streams = many_streams(int(part[5:]))
+                            pipe = r.pipeline(transaction=False)
+                            for s_ in streams:
+                                pipe.xinfo_groups(s_)
+                            infos = pipe.execute()
+                            done = sum(int(g["entries-read"] or 0) for gs in infos for g in gs
+                                       if g["name"].decode() == tag)
+                            left = sum(int(g["pending"]) for gs in infos for g in gs
+                                       if g["name"].decode() == tag)
+                            assert (done, left) == (args.many_entries, 0), (rev, done, left)
                         else:
                             assert r.xlen(f"cmp:sink:{tag}") == args.entries, rev
                             r.delete(f"cmp:sink:{tag}", f"cmp:warm:{tag}")
                         seconds = float(res["seconds"])
                         times.setdefault((part, rev), []).append(seconds)
+                        n = args.many_entries if part.startswith("many:") else args.entries
                         print(f"round {k} {part:<6} {rev:<12} {seconds:6.2f} s "
-                              f"{args.entries / seconds:>9,.0f} rows/s", flush=True)
+                              f"{n / seconds:>9,.0f} rows/s", flush=True)
             print("medians:")
             for (part, rev), xs in times.items():
                 med = statistics.median(xs)
-                print(f"  {part:<6} {rev:<12} {med:6.2f} s {args.entries / med:>9,.0f} rows/s "
+                n = args.many_entries if part.startswith("many:") else args.entries
+                print(f"  {part:<6} {rev:<12} {med:6.2f} s {n / med:>9,.0f} rows/s "
                       f"(runs: {', '.join(f'{x:.2f}' for x in xs)})")
     finally:
         for tree in trees.values():

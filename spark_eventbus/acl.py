@@ -15,7 +15,8 @@ from .keys import PREFIX, slot_tag
 
 # Every client: the RESP3 handshake, its name, health checks; scripts load on NOSCRIPT.
 _CONNECT = ("hello", "client|setname", "ping")
-_SCRIPTS = ("evalsha", "script|load")
+# redis-py's pipelined scripts ask SCRIPT EXISTS before EVALSHA (the reader's acks).
+_SCRIPTS = ("evalsha", "script|load", "script|exists")
 # waitReplicas: the barrier after the writes the guarantees rest on, and the check at start
 # (INFO replication: replicas online; redisio/durability.py). Harmless without the option.
 # waitAof also needs +waitaof, which a server without WAITAOF (Redis < 7.2) refuses in
@@ -34,7 +35,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     "streaming-reader": (*_CONNECT, *_SCRIPTS, "type", "xinfo|stream", "xinfo|groups",
                          "xgroup|create", "xreadgroup", "xautoclaim", "xpending", "xack",
                          "xrange", "xrevrange", "get", "set", "del", "pttl", "hget", "hexists",
-                         "hgetall", "hset", "hdel", "pexpire", *_WAIT),
+                         "hgetall", "hset", "hdel", "pexpire", "scan", *_WAIT),
     # spark.read: XRANGE of a range, nothing written.
     "batch-reader": (*_CONNECT, "type", "xrange", "xrevrange"),
     # df.write / writeStream: a chunk as WATCH + MULTI/EXEC (XADD, trimming, markers), or
@@ -52,7 +53,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     "cli": (*_CONNECT, *_SCRIPTS, "type", "xinfo|stream", "xinfo|groups", "xinfo|consumers",
             "xlen", "xrange", "xrevrange", "xadd", "xdel", "sismember", "sadd", "srem",
             "pexpire", "xgroup|create", "xgroup|setid", "xgroup|delconsumer", "xpending",
-            "xclaim", "get", "pttl", "hgetall", "hset"),
+            "xclaim", "get", "pttl", "hgetall", "hset", "scan"),
 }
 # Roles that also touch the connector's keys of each stream ({<tag>}:eventbus:*).
 _OWN_KEYS = {"streaming-reader", "sink", "acking-writer", "cli"}

@@ -20,7 +20,7 @@ from .ids import StreamId
 from .offsets import StreamBatch
 from .options import ReaderOptions
 from .planning import claim_chunk_size, share_budget, stream_grants
-from .redisio import GROUP_GONE_FIX, ClaimResult, ConsumerOps
+from .redisio import GROUP_GONE_FIX, ClaimResult, ConsumerOps, consumers
 
 log = logging.getLogger("spark_eventbus")
 
@@ -52,6 +52,7 @@ class Claimer:
         self.stop_after: dict[str, str | None] | None = None  # AvailableNow: last ID per stream
         self.reclaim_cursor: dict[str, str] = {}
         self.reclaim_done: set[str] = set()  # AvailableNow: PEL scanned once
+        self.reclaim_checked = False  # a reclaim has run (see reclaim_all)
 
     def stop_at(self, last_ids: dict[str, str | None]) -> None:
         """``Trigger.AvailableNow``: claim nothing after these IDs (per stream; ``None``: the
@@ -60,16 +61,28 @@ class Claimer:
         self.reclaim_done.clear()
         self.reclaim_cursor.clear()
 
-    def reclaim_all(self, left: int | None, run: str, seq: int, protect_from: int
-                    ) -> dict[str, StreamBatch]:
+    def probe(self) -> list[consumers.Probe]:
+        """Every stream's group state (one pipelined round trip per node), for one planning
+        round's :meth:`reclaim_all` and :meth:`claim_new`."""
+        return consumers.probe(list(self.ops.values()))
+
+    def reclaim_all(self, left: int | None, run: str, seq: int, protect_from: int,
+                    probes: list[consumers.Probe] | None = None) -> dict[str, StreamBatch]:
         """Reclaim up to ``min(reclaimMaxEntries, left)`` entries, shared across streams."""
         o = self.options
         if not o.reclaim_enabled:
             return {}
         budget = o.reclaim_max_entries if left is None else min(o.reclaim_max_entries, left)
         out: dict[str, StreamBatch] = {}
-        for (name, op), grant in zip(self.ops.items(),
-                                     share_budget(budget, [budget] * len(self.ops)),
+        # Only groups with pending entries have anything to reclaim (one pipelined probe); the
+        # first stream is asked on the first pass whatever its state, so that a user whose ACL
+        # rule lacks a command of the reclaim fails at the query's start, not on a first failure.
+        todo = [(name, op) for k, ((name, op), p) in enumerate(zip(
+            self.ops.items(), self.probe() if probes is None else probes, strict=True))
+            if (p.has_pending or (k == 0 and not self.reclaim_checked))
+            and name not in self.reclaim_done]
+        self.reclaim_checked = True
+        for (name, op), grant in zip(todo, share_budget(budget, [budget] * len(todo)),
                                      strict=True):
             got = self._reclaim(name, op, grant, run, seq, protect_from)
             if got:
@@ -77,14 +90,18 @@ class Claimer:
         return out
 
     def claim_new(self, left: int | None, budget: int | None, run: str, seq: int,
-                  stop: threading.Event | None = None) -> dict[str, StreamBatch]:
+                  stop: threading.Event | None = None,
+                  probes: list[consumers.Probe] | None = None) -> dict[str, StreamBatch]:
         """Claim up to ``left`` new entries (all when None), shared fairly across streams:
-        streams that run dry leave their share to the others."""
-        chunk_size = claim_chunk_size(budget, self.options.num_partitions, len(self.ops))
+        streams that run dry leave their share to the others. Streams with nothing added
+        since the group's last delivery (one pipelined probe) are not asked at all."""
+        todo = [(name, op) for (name, op), p in zip(
+            self.ops.items(), self.probe() if probes is None else probes, strict=True)
+            if p.has_new]
+        chunk_size = claim_chunk_size(budget, self.options.num_partitions, len(todo))
         out: dict[str, StreamBatch] = {}
         claimed, filled = 0, []
-        for (name, op), grant in zip(self.ops.items(), stream_grants(left, len(self.ops)),
-                                     strict=True):
+        for (name, op), grant in zip(todo, stream_grants(left, len(todo)), strict=True):
             got = self._claim(name, op, grant, chunk_size, run, seq, stop)
             claimed += got.count
             if got:
@@ -92,10 +109,13 @@ class Claimer:
             if grant and got.count >= grant:
                 filled.append((name, op))
         spare = 0 if left is None else left - claimed
+        # The spare goes to the streams that filled their share, in chunks sized for them
+        # (not for every stream: one busy stream among many quiet ones claims big chunks).
+        spare_chunk = claim_chunk_size(spare, self.options.num_partitions, len(filled))
         for name, op in filled:
             if spare <= 0:
                 break
-            got = self._claim(name, op, spare, chunk_size, run, seq, stop)
+            got = self._claim(name, op, spare, spare_chunk, run, seq, stop)
             if got:
                 out[name] = out[name] + got
                 spare -= got.count

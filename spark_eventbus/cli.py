@@ -22,6 +22,7 @@ from .connection import check_url, connection_spec
 from .errors import EventBusError
 from .losses import RangeLoss, accept_command, listing
 from .options import starting_position
+from .redisio import consumers
 from .redisio.admin import Admin
 
 
@@ -82,7 +83,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="how long a failover or restart is waited out (default 30000)")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     st = sub.add_parser("status", help="lag, pending and consumers per group")
-    st.add_argument("--stream", required=True)
+    which = st.add_mutually_exclusive_group(required=True)
+    which.add_argument("--stream")
+    which.add_argument("--stream-pattern", metavar="GLOB",
+                       help="every stream matching GLOB (SCAN MATCH, every master), as option "
+                            "streamPattern discovers them")
     st.add_argument("--group")
     st.add_argument("--dlq", help="dead-letter stream (default: <stream>:dlq)")
     st.add_argument("--json", action="store_true", help="machine-readable output")
@@ -205,12 +210,21 @@ def _table(rows: list[list[str]], header: list[str], right: frozenset[int] = fro
 
 def _run(args: argparse.Namespace, admin: Admin) -> int:
     if args.command == "status":
-        dlq = args.dlq or f"{args.stream}:dlq"
         while True:
-            result = admin.status(args.stream, args.group, dlq)
+            if args.stream_pattern is None:
+                result: Any = admin.status(args.stream, args.group,
+                                           args.dlq or f"{args.stream}:dlq")
+                table = format_status(result)
+            else:
+                exclude = [args.dlq] if args.dlq else []
+                result = [admin.status(s, args.group, args.dlq or f"{s}:dlq") for s in
+                          consumers.discover(admin.spec, args.stream_pattern, exclude)]
+                table = "\n\n".join([f"{len(result)} streams match "
+                                      f"{args.stream_pattern!r}",
+                                      *(format_status(x) for x in result)])
             if args.watch and not args.json and sys.stdout.isatty():
                 print("\x1b[H\x1b[2J", end="")  # clear the terminal
-            _print(args, result, format_status(result))
+            _print(args, result, table)
             if not args.watch:
                 return 0
             sys.stdout.flush()

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Mapping
 
 from .errors import ConfigError, EventBusError
-from .redisio import ConsumerOps, consumer_taken_over
+from .redisio import ConsumerOps, consumer_taken_over, consumers
 
 log = logging.getLogger("spark_eventbus")
 
@@ -52,12 +52,37 @@ class ConsumerLease:
             raise self._lost
         if self.run == run:
             return
-        taken: list[ConsumerOps] = []
-        for name, op in self.ops.items():
-            status, holder, _ = self._acquire(op, run)
+        self._take(dict(self.ops), run)
+        self.run = run
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._renew, name="eventbus-lease",
+                                            daemon=True)
+            self._thread.start()
+
+    def join(self, ops: list[ConsumerOps], run: str) -> None:
+        """Streams that joined a pattern subscription: take their leases as :meth:`hold` does
+        (a lease another live query holds raises :class:`ConfigError`)."""
+        self._take({op.stream: op for op in ops}, run)
+
+    def leave(self, ops: list[ConsumerOps], run: str) -> None:
+        """Streams that left a pattern subscription: give their leases back."""
+        for op in ops:
+            op.lease_token = ""
+        try:
+            consumers.leases(ops, "release", run, self.owner, LEASE_TTL_MS)
+        except EventBusError as exc:
+            log.debug("spark-eventbus: could not release the consumer leases: %s", exc)
+
+    def _take(self, ops: dict[str, ConsumerOps], run: str) -> None:
+        # One pipelined acquire of every lease; only those another query holds are waited for.
+        first = consumers.leases(list(ops.values()), "acquire", run, self.owner, LEASE_TTL_MS)
+        for (name, op), (status, holder, pttl) in zip(ops.items(), first, strict=True):
             if status == "held":
-                for done in taken:
-                    self._give_back(done, run)
+                status, holder, _ = self._acquire(op, run, (status, holder, pttl))
+            if status == "held":
+                # Give back what the pipelined acquire took (a lease held by another query is
+                # left alone: lease.lua releases only its own).
+                self._give_back_all(run)
                 raise ConfigError(
                     f"option 'consumer' = {self.consumer!r} of group {self.group!r} on stream "
                     f"{name!r} is in use by another running query (checkpoint run "
@@ -69,19 +94,15 @@ class ConsumerLease:
                 log.warning("spark-eventbus: taking over consumer %r of group %r on stream %r "
                             "from an earlier driver of this checkpoint", self.consumer,
                             self.group, name)
-            taken.append(op)
-        self.run = run
-        for op in self.ops.values():  # claims now run only while the lease is still ours
+        for op in ops.values():  # claims now run only while the lease is still ours
             op.lease_token = f"{run} {self.owner}"
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._renew, name="eventbus-lease",
-                                            daemon=True)
-            self._thread.start()
 
-    def _acquire(self, op: ConsumerOps, run: str) -> tuple[str, str, int]:
-        """Take the lease; while another query holds it, wait up to its TTL: a holder that was
-        killed lets it expire (then it is ours), a live one renews it (then it stays 'held')."""
-        status, holder, pttl = op.lease("acquire", run, self.owner, LEASE_TTL_MS)
+    def _acquire(self, op: ConsumerOps, run: str, first: tuple[str, str, int]
+                 ) -> tuple[str, str, int]:
+        """Take the lease (``first``: the first attempt's reply); while another query holds
+        it, wait up to its TTL: a holder that was killed lets it expire (then it is ours), a
+        live one renews it (then it stays 'held')."""
+        status, holder, pttl = first
         deadline = time.monotonic() + LEASE_TTL_MS / 1000 + 1
         while status == "held" and time.monotonic() < deadline:
             time.sleep(0.25)
@@ -98,12 +119,14 @@ class ConsumerLease:
             run = self.run
             if run is None:
                 continue
-            for name, op in self.ops.items():
-                try:
-                    status, holder, _ = op.lease("renew", run, self.owner, LEASE_TTL_MS)
-                except EventBusError as exc:
-                    log.debug("spark-eventbus: could not renew the consumer lease: %s", exc)
-                    continue
+            ops = dict(self.ops)  # a snapshot: streams join and leave (streamPattern)
+            try:  # one pipelined round trip per node, not one per stream
+                replies = consumers.leases(list(ops.values()), "renew", run, self.owner,
+                                           LEASE_TTL_MS)
+            except EventBusError as exc:
+                log.debug("spark-eventbus: could not renew the consumer leases: %s", exc)
+                continue
+            for name, (status, holder, _) in zip(ops, replies, strict=True):
                 if status == "lost":
                     self._lost = consumer_taken_over(self.consumer, self.group, name, holder)
                     return
@@ -116,11 +139,10 @@ class ConsumerLease:
         if self._thread is not None:  # wakes at once; a renewal in flight could re-create
             self._thread.join()       # the lease after the release below
         if self.run is not None:
-            for op in self.ops.values():
-                self._give_back(op, self.run)
+            self._give_back_all(self.run)
 
-    def _give_back(self, op: ConsumerOps, run: str) -> None:
+    def _give_back_all(self, run: str) -> None:
         try:
-            op.lease("release", run, self.owner, LEASE_TTL_MS)
+            consumers.leases(list(self.ops.values()), "release", run, self.owner, LEASE_TTL_MS)
         except EventBusError as exc:
-            log.debug("spark-eventbus: could not release the consumer lease: %s", exc)
+            log.debug("spark-eventbus: could not release the consumer leases: %s", exc)

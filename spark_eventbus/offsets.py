@@ -1,10 +1,16 @@
 """The offset model: an offset *describes one micro-batch*.
 
-Spark's checkpoint is the authority for what a batch contains, so the offset lists it exactly::
+Spark's checkpoint is the authority for what a batch contains, so the offset lists it exactly,
+compactly (Spark writes it to its offset log every batch; only the streams with entries in the
+batch are listed)::
 
-    {"v": 1, "run": "<uuid>", "seq": 7,
-     "streams": {"orders": {"chunks": [["1700-0", "1712-3", 5000], ...],
-                            "reclaimed": [["1650-0", 2], ...]}}}
+    {"v": 2, "run": "<uuid>", "seq": 7,
+     "streams": {"orders": ["1700-0 12-3 5000", ..., "r 1650-0 2", ...]}}
+
+each chunk as ``"<first> <last ms - first ms>-<last seq> <count>"``, each reclaimed entry as
+``"r <id> <deliveries>"``. Offsets of format v1 (``{"chunks": [[first, last, count], ...],
+"reclaimed": [[id, deliveries], ...]}`` per stream; spark-eventbus up to 0.x) are read as well,
+so a query restarted on this version from an older checkpoint carries on.
 
 * a **chunk** is what one ``XREADGROUP ... >`` call claimed: a contiguous slice of the stream,
   fully described by ``(first_id, last_id, count)``;
@@ -24,7 +30,8 @@ from typing import Any
 
 from .errors import EventBusError
 
-VERSION = 1
+VERSION = 2
+_READABLE = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,31 @@ class StreamBatch:
         return {"chunks": [c.to_json() for c in self.chunks],
                 "reclaimed": [[i, d] for i, d in self.reclaimed]}
 
+    def to_compact(self) -> list[str]:
+        """The v2 offset form (see the module's docstring)."""
+        out = []
+        for c in self.chunks:
+            first_ms, _, _ = c.first.partition("-")
+            last_ms, _, last_seq = c.last.partition("-")
+            out.append(f"{c.first} {int(last_ms) - int(first_ms)}-{last_seq} {c.count}")
+        out += [f"r {i} {d}" for i, d in self.reclaimed]
+        return out
+
+    @classmethod
+    def from_compact(cls, items: list[str]) -> StreamBatch:
+        chunks, reclaimed = [], []
+        for item in items:
+            parts = item.split(" ")
+            if parts[0] == "r":
+                reclaimed.append((parts[1], int(parts[2])))
+                continue
+            first, delta, count = parts
+            first_ms = int(first.partition("-")[0])
+            delta_ms, _, last_seq = delta.rpartition("-")
+            chunks.append(ClaimedRange(first, f"{first_ms + int(delta_ms)}-{last_seq}",
+                                       int(count)))
+        return cls(tuple(chunks), tuple(reclaimed))
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StreamBatch:
         # Lua's cjson encodes an empty array as {}: accept both.
@@ -84,21 +116,23 @@ class BatchOffset:
             "v": VERSION,
             "run": self.run,
             "seq": self.seq,
-            "streams": {name: self.streams[name].to_json() for name in sorted(self.streams)},
+            "streams": {name: self.streams[name].to_compact() for name in sorted(self.streams)},
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BatchOffset:
-        if data.get("v") != VERSION:
+        version = data.get("v")
+        if version not in _READABLE:
             raise EventBusError(
                 f"checkpoint offset {dict(data)!r} was written by another version of "
-                f"spark-eventbus (offset format v{VERSION} expected); start the query with a new "
-                "checkpointLocation."
+                f"spark-eventbus (offset format v{' or v'.join(map(str, _READABLE))} expected); "
+                "start the query with a new checkpointLocation."
             )
+        parse = StreamBatch.from_json if version == 1 else StreamBatch.from_compact
         return cls(
             run=str(data["run"]),
             seq=int(data["seq"]),
-            streams={name: StreamBatch.from_json(sb) for name, sb in data["streams"].items()},
+            streams={name: parse(sb) for name, sb in data["streams"].items()},
         )
 
     @property

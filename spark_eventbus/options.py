@@ -104,6 +104,10 @@ OPTIONS: tuple[Option, ...] = (
            DEFAULT_WAIT_TIMEOUT_MS, ALL),
     Option("waitAof", "wait_aof", boolean, False, ALL),
     Option("stream", "streams", stream_list, (), READS),
+    Option("streamPattern", "stream_pattern", optional_name, None, READS),
+    Option("discoveryIntervalMs", "discovery_interval_ms",
+           whole(0, 2**31 - 1, "it is how often streams matching streamPattern are looked for"),
+           30_000, frozenset({STREAMING})),
     Option("stream", "stream", one_stream, None, frozenset({SINK})),
     Option("group", "group", optional_name, None, frozenset({STREAMING})),
     Option("consumer", "consumer", key_name, None, frozenset({STREAMING})),
@@ -113,7 +117,7 @@ OPTIONS: tuple[Option, ...] = (
            whole(1, 10_000_000, "it bounds the entries of one micro-batch"), 100_000,
            frozenset({STREAMING})),
     Option("numPartitions", "num_partitions",
-           whole(1, 10_000, "it is the number of Spark partitions per stream per batch"), 2,
+           whole(1, 10_000, "it is the number of Spark partitions per batch"), 2,
            READS),
     Option("claimMinIdleMs", "claim_min_idle_ms",
            whole(0, 2**31 - 1, "make it longer than your slowest batch"), 60_000,
@@ -259,6 +263,8 @@ class ReaderOptions(_Connected):
     start_id: str
     end_id: str
     group: str | None = None  # None for batch reads
+    stream_pattern: str | None = None  # streaming: streams discovered by SCAN MATCH instead
+    discovery_interval_ms: int = 30_000
 
     @property
     def consumer_name(self) -> str:
@@ -281,7 +287,13 @@ def parse_reader_options(raw: Mapping[str, Any], *, streaming: bool, warn: bool 
     v, given = _parse(raw, STREAMING if streaming else BATCH, READS, warn)
     check_tls(v)
     _check_connection(v)
-    if not v["streams"]:
+    if v["stream_pattern"] is not None:
+        if v["streams"]:
+            raise ConfigError(
+                f"options 'stream' and 'streamPattern' = {v['stream_pattern']!r} are both "
+                "given; use one: 'stream' names the streams, 'streamPattern' (a Redis glob, as "
+                "SCAN MATCH) discovers them.")
+    elif not v["streams"]:
         raise ConfigError("option 'stream' is required: name the Redis stream key to read, or "
                           "several separated by commas, e.g. .option('stream', 'orders').")
     if streaming:

@@ -17,6 +17,7 @@ from .decoding import BatchBuilder, ValueParser, output_schema, parse_value_sche
 from .errors import DataLossError, EventBusError
 from .losses import RangeLoss, loss_message, range_loss, skip_message
 from .partitions import RangePartition, ReadSpec, SlicePartition
+from .planning import Slice
 from .redisio.replay import StreamReplay
 from .worker_gc import settle
 
@@ -34,7 +35,17 @@ def _builder(spec: ReadSpec) -> BatchBuilder:
                         value_parser=ValueParser(spec.value_field, vs) if vs else None)
 
 
-def read_slice(part: SlicePartition) -> Iterator[pa.RecordBatch]:
+def read_slices(part: SlicePartition) -> Iterator[pa.RecordBatch]:
+    """Replay one task's share of a micro-batch: its slices (one per stream) in turn, each
+    with its own loss bookkeeping (:func:`read_slice`)."""
+    settle()
+    build = _builder(part.spec)
+    for sl in part.slices:
+        yield from read_slice(part, sl, build)
+
+
+def read_slice(part: SlicePartition, sl: Slice, build: BatchBuilder
+               ) -> Iterator[pa.RecordBatch]:
     """Replay one slice of a micro-batch, as Arrow batches of at most :data:`READ_PAGE` rows.
 
     Entries the stream no longer holds (deleted, trimmed, or never replicated to a promoted
@@ -45,10 +56,7 @@ def read_slice(part: SlicePartition) -> Iterator[pa.RecordBatch]:
     accepted, they are logged, acked (except with ``ackMode=none``) and counted in
     ``lostEntries`` when the batch commits.
     """
-    settle()
-    spec, sl = part.spec, part.slice
-    replay = StreamReplay(spec.conn, sl.stream)
-    build = _builder(spec)
+    replay = StreamReplay(part.spec.conn, sl.stream)
     lost: list[RangeLoss] = []
     for rng in sl.chunks:
         returned = 0
@@ -71,11 +79,12 @@ def read_slice(part: SlicePartition) -> Iterator[pa.RecordBatch]:
         if rows:
             yield build.build(sl.stream, rows, counts)
     if lost:
-        _handle_lost(replay, part, lost)
+        _handle_lost(replay, part, sl.stream, lost)
 
 
-def _handle_lost(replay: StreamReplay, part: SlicePartition, lost: list[RangeLoss]) -> None:
-    spec, stream = part.spec, part.slice.stream
+def _handle_lost(replay: StreamReplay, part: SlicePartition, stream: str,
+                 lost: list[RangeLoss]) -> None:
+    spec = part.spec
     assert spec.group is not None and spec.consumer is not None
     fail = spec.fail_on_data_loss
     message = loss_message(stream, spec.group, spec.consumer, part.seq, lost, spec.conn.display)

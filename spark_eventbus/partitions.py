@@ -37,18 +37,23 @@ class ReadSpec:
 
 @dataclass(frozen=True)
 class SlicePartition(InputPartition):
-    """Streaming: one task's share of a micro-batch (claimed ranges and reclaimed IDs), and
-    which batch it belongs to (the key of a loss record, :mod:`.redisio.losses`)."""
+    """Streaming: one task's share of a micro-batch (claimed ranges and reclaimed IDs of one or
+    more streams, :func:`.planning.pack_partitions`), and which batch it belongs to (the key of
+    a loss record, :mod:`.redisio.losses`)."""
 
     spec: ReadSpec
-    slice: Slice
+    slices: tuple[Slice, ...]
     run: str = ""  # the checkpoint run of the batch's offset
     seq: int = -1  # the batch's number in that run
 
     def __repr__(self) -> str:
-        return (f"SlicePartition({self.slice.stream!r}, batch {self.seq}, "
-                f"{len(self.slice.chunks)} ranges, "
-                f"{len(self.slice.reclaimed)} reclaimed, {self.slice.count} entries)")
+        names = [sl.stream for sl in self.slices]
+        shown = ", ".join(repr(n) for n in names[:3]) + (
+            f" and {len(names) - 3} more" if len(names) > 3 else "")
+        return (f"SlicePartition([{shown}], batch {self.seq}, "
+                f"{sum(len(sl.chunks) for sl in self.slices)} ranges, "
+                f"{sum(len(sl.reclaimed) for sl in self.slices)} reclaimed, "
+                f"{sum(sl.count for sl in self.slices)} entries)")
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@ Spark; unit-tested alone (``tests/unit/test_planning.py``)."""
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .ids import StreamId
@@ -16,11 +17,15 @@ MAX_CLAIM_CHUNK = 2_000
 
 
 def claim_chunk_size(limit: int | None, num_partitions: int, streams: int) -> int:
-    """Entries per XREADGROUP call: small enough to split a batch over ``num_partitions``."""
+    """Entries per XREADGROUP call: small enough to split a batch over ``num_partitions``.
+
+    Partitions are packed across streams (:func:`pack_partitions`), so with at least as many
+    streams as partitions one chunk per stream's share is enough; fewer streams split their
+    share into chunks enough for every partition."""
     if limit is None:
         return MAX_CLAIM_CHUNK
-    per_stream = max(1, math.ceil(limit / max(1, streams)))
-    return max(1, min(MAX_CLAIM_CHUNK, math.ceil(per_stream / max(1, num_partitions))))
+    return max(1, min(MAX_CLAIM_CHUNK,
+                      math.ceil(limit / max(1, streams, num_partitions))))
 
 
 def share_budget(budget: int, wants: Sequence[int]) -> list[int]:
@@ -91,7 +96,7 @@ def stream_grants(left: int | None, streams: int) -> list[int]:
 
 @dataclass(frozen=True)
 class Slice:
-    """Work of one Spark partition for one stream."""
+    """Work of one Spark partition on one stream (a partition holds one or more)."""
 
     stream: str
     chunks: tuple[ClaimedRange, ...]
@@ -102,33 +107,53 @@ class Slice:
         return sum(c.count for c in self.chunks) + len(self.reclaimed)
 
 
-def split_partitions(stream: str, batch: StreamBatch, num_partitions: int) -> list[Slice]:
-    """Spread a stream's chunks and reclaimed IDs over at most ``num_partitions`` slices.
+def pack_partitions(streams: Mapping[str, StreamBatch], num_partitions: int
+                    ) -> list[tuple[Slice, ...]]:
+    """Pack the chunks and reclaimed IDs of every stream of a batch into at most
+    ``num_partitions`` bins, balanced by entry count: a bin may hold ranges of many small
+    streams, a big stream's chunks spread over several bins. So the number of Spark tasks
+    follows ``num_partitions`` and the data, not the number of streams.
 
-    Chunks are never cut (their IDs are unknown on the driver); bins are balanced by count,
-    biggest chunk first. Deterministic: the same batch always gives the same slices.
+    Chunks are never cut (their IDs are unknown on the driver); biggest chunk first into the
+    lightest bin (ties: the lowest bin), then the reclaimed IDs one by one, in ID order, into
+    the lightest bins (so each bin's XRANGE pipeline stays ordered). Each bin holds one
+    :class:`Slice` per stream, streams in name order, chunks in ID order. Deterministic: the
+    same batch always packs the same way (replays of a batch read the same slices).
     """
-    if not batch:
-        return []
-    bins: list[list[ClaimedRange]] = [[] for _ in range(num_partitions)]
-    loads = [0] * num_partitions
-    for chunk in sorted(batch.chunks, key=lambda c: (-c.count, StreamId.parse(c.first))):
-        i = loads.index(min(loads))
-        bins[i].append(chunk)
-        loads[i] += chunk.count
-    rec_bins: list[list[tuple[str, int]]] = [[] for _ in range(num_partitions)]
-    if batch.reclaimed:
-        # Fill the lightest bins up, in ID order, so each bin's XRANGE pipeline stays ordered.
-        for entry in batch.reclaimed:
-            i = loads.index(min(loads))
-            rec_bins[i].append(entry)
-            loads[i] += 1
-    out = []
-    for chunks, rec in zip(bins, rec_bins, strict=True):
-        if chunks or rec:
-            ordered = tuple(sorted(chunks, key=lambda c: StreamId.parse(c.first)))
-            out.append(Slice(stream, ordered, tuple(rec)))
+    n = max(1, num_partitions)
+    chunks: list[list[tuple[str, ClaimedRange]]] = [[] for _ in range(n)]
+    reclaimed: list[list[tuple[str, tuple[str, int]]]] = [[] for _ in range(n)]
+    heap = [(0, i) for i in range(n)]  # (load, bin): the lightest bin, lowest on ties
+    units = sorted(((name, c) for name, b in streams.items() for c in b.chunks),
+                   key=lambda u: (-u[1].count, u[0], StreamId.parse(u[1].first)))
+    for name, chunk in units:
+        load, i = heapq.heappop(heap)
+        chunks[i].append((name, chunk))
+        heapq.heappush(heap, (load + chunk.count, i))
+    for name in sorted(streams):
+        for entry in streams[name].reclaimed:
+            load, i = heapq.heappop(heap)
+            reclaimed[i].append((name, entry))
+            heapq.heappush(heap, (load + 1, i))
+    out: list[tuple[Slice, ...]] = []
+    for bin_chunks, bin_rec in zip(chunks, reclaimed, strict=True):
+        by_stream: dict[str, tuple[list[ClaimedRange], list[tuple[str, int]]]] = {}
+        for name, chunk in bin_chunks:
+            by_stream.setdefault(name, ([], []))[0].append(chunk)
+        for name, entry in bin_rec:
+            by_stream.setdefault(name, ([], []))[1].append(entry)
+        if by_stream:
+            out.append(tuple(
+                Slice(name, tuple(sorted(cs, key=lambda c: StreamId.parse(c.first))),
+                      tuple(rs))
+                for name, (cs, rs) in sorted(by_stream.items())))
     return out
+
+
+def split_partitions(stream: str, batch: StreamBatch, num_partitions: int) -> list[Slice]:
+    """One stream's batch over at most ``num_partitions`` slices (:func:`pack_partitions`)."""
+    return [slices[0] for slices in pack_partitions({stream: batch}, num_partitions)
+            if slices] if batch else []
 
 
 def split_id_range(first_ms: int, last_ms: int, parts: int) -> list[tuple[int, int]]:

@@ -14,6 +14,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .decoding import output_schema, parse_value_schema
+from .errors import ConfigError
 from .options import SinkOptions, parse_reader_options, parse_sink_options
 from .worker_gc import settle
 
@@ -46,7 +47,12 @@ class EventBusDataSource(DataSource):
         from .batch_reader import EventBusBatchReader
 
         settle()
-        return EventBusBatchReader(parse_reader_options(self.options, streaming=False))
+        opts = parse_reader_options(self.options, streaming=False)
+        if opts.stream_pattern is not None:
+            raise ConfigError("option 'streamPattern' is for streaming reads "
+                              "(spark.readStream); a batch read (spark.read) names its streams "
+                              "with option 'stream'.")
+        return EventBusBatchReader(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from .stream_reader import EventBusStreamReader

@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,16 +42,11 @@ from .keys import BOOKKEEPING_TTL_MS
 from .lease import ConsumerLease
 from .offsets import BatchOffset, StreamBatch
 from .options import ReaderOptions
-from .partition_reader import read_slice
+from .partition_reader import read_slices
 from .partitions import ReadSpec, SlicePartition
-from .planning import (
-    Slice,
-    first_claim_allowance,
-    preclaim_allowance,
-    split_partitions,
-)
+from .planning import first_claim_allowance, pack_partitions, preclaim_allowance
 from .prefetch import Prefetcher
-from .redisio import ConsumerOps, preflight, wait_for_writes
+from .redisio import ConsumerOps, consumers, preflight, wait_for_writes
 
 log = logging.getLogger("spark_eventbus")
 
@@ -67,6 +63,8 @@ class ClaimState:
     ack_scheduled_seq: int = -1  # ... or being acked by the prefetcher
     preclaimed_seq: int = -1  # the batch the prefetcher claims for
     planned_once: bool = False  # latestOffset has run in this driver
+    closed: tuple[str, int] | None = None  # the committed batch _close_committed finished
+    idle: tuple[str, int] | None = None  # latestOffset found nothing for this batch number
 
 
 class _Driver:
@@ -75,18 +73,64 @@ class _Driver:
     def __init__(self, opts: ReaderOptions) -> None:
         assert opts.group is not None
         preflight(opts.connection)  # waitReplicas / waitAof: what the server can do
-        self.ops: dict[str, ConsumerOps] = {
-            s: ConsumerOps(opts.connection, s, opts.group, opts.consumer_name,
-                           cache_ack_ids=opts.ack_mode == "commit") for s in opts.streams}
-        for s, op in self.ops.items():
-            if op.ensure_group(opts.starting_position):
-                log.info("spark-eventbus: created consumer group %r on stream %r at %s",
-                         opts.group, s, opts.starting_position)
+        self.opts = opts
+        self.ops: dict[str, ConsumerOps] = {}
+        self.discovered_at = time.monotonic()
+        names = opts.streams if opts.stream_pattern is None else self._discover()
+        self._join(names)
         self.lease = ConsumerLease(self.ops, opts.group, opts.consumer_name)
         self.prefetch = Prefetcher("eventbus-preclaim")
         self.claims = ClaimState()
         self.metrics = SourceMetrics()
         self.claimer = Claimer(opts, self.ops, self.metrics)
+
+    def _discover(self) -> list[str]:
+        o = self.opts
+        assert o.stream_pattern is not None
+        self.discovered_at = time.monotonic()
+        exclude = [o.dead_letter_stream] if o.dead_letter_stream else []
+        return consumers.discover(o.connection, o.stream_pattern, exclude)
+
+    def _join(self, names: Sequence[str]) -> list[str]:
+        """Streams join: their groups are created at ``startingPosition`` if missing."""
+        o = self.opts
+        assert o.group is not None
+        joined = []
+        for s in names:
+            if s in self.ops:
+                continue
+            op = ConsumerOps(o.connection, s, o.group, o.consumer_name,
+                             cache_ack_ids=o.ack_mode == "commit")
+            if op.ensure_group(o.starting_position):
+                log.info("spark-eventbus: created consumer group %r on stream %r at %s",
+                         o.group, s, o.starting_position)
+            self.ops[s] = op
+            joined.append(s)
+        return joined
+
+    def rediscover(self, run: str) -> bool:
+        """``streamPattern``, every ``discoveryIntervalMs`` (between batches: the pre-claim is
+        stopped): new matching streams join (group at ``startingPosition``, the consumer lease
+        taken; a lease another live query holds stops this query, as at start), deleted ones
+        leave (this consumer's plans, loss records and lease on them are dropped)."""
+        o = self.opts
+        if o.stream_pattern is None or \
+                (time.monotonic() - self.discovered_at) * 1000 < o.discovery_interval_ms:
+            return False
+        names = self._discover()
+        gone = [s for s in self.ops if s not in set(names)]
+        if gone:
+            left = [self.ops.pop(s) for s in gone]
+            self.lease.leave(left, run)
+            consumers.forget(left)
+            log.info("spark-eventbus: %d streams no longer match %r (deleted): %s", len(gone),
+                     o.stream_pattern, ", ".join(gone[:10]))
+        joined = self._join(names)
+        if joined:
+            self.lease.join([self.ops[s] for s in joined], run)
+            log.info("spark-eventbus: %d new streams match %r: %s", len(joined),
+                     o.stream_pattern, ", ".join(joined[:10]))
+        return bool(joined)
 
 
 class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -142,6 +186,8 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = BatchOffset.from_json(start)
         d.lease.hold(begin.run)
         interrupted = d.prefetch.stop()  # True: it was still claiming, more is waiting
+        if d.rediscover(begin.run):
+            d.claims.idle = None  # streams joined: look for their plans too
         seq = begin.seq + 1
         budget: int | None = None
         if isinstance(limit, ReadMaxRows):
@@ -153,8 +199,12 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         #    batch ran, or left by a driver that died before Spark logged the batch. Those
         #    entries sit in our PEL and no logged batch covers them.
         batches: dict[str, StreamBatch] = {}
-        for name, op in self.ops.items():
-            residue = op.load_plan(begin.run, seq)
+        # A quiet trigger after a quiet trigger of this driver for the same batch number:
+        # nothing can have been planned for `seq` since (only a claim for `seq` writes its
+        # plan: none found anything, and the pre-claim starts only after a batch is returned).
+        quiet = d.claims.idle == (begin.run, seq)
+        plans = [] if quiet else consumers.plans(list(self.ops.values()), begin.run, seq)
+        for name, residue in zip(self.ops if plans else (), plans, strict=True):
             if residue:
                 if d.claims.preclaimed_seq != seq:
                     log.warning("spark-eventbus: recovering %d entries of stream %r claimed by "
@@ -166,12 +216,15 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         #    are committed but not acked yet: protected from reclaim.
         allowed = first_claim_allowance(budget, used, interrupted, o.num_partitions,
                                         len(self.ops))
+        probes = d.claimer.probe() if allowed is None or allowed > 0 else None
         if allowed is None or allowed > 0:
-            for name, got in d.claimer.reclaim_all(allowed, begin.run, seq, begin.seq).items():
+            for name, got in d.claimer.reclaim_all(allowed, begin.run, seq, begin.seq,
+                                                   probes).items():
                 batches[name] = batches.get(name, StreamBatch()) + got
                 allowed = None if allowed is None else allowed - got.count
         if allowed is None or allowed > 0:
-            for name, got in d.claimer.claim_new(allowed, budget, begin.run, seq).items():
+            for name, got in d.claimer.claim_new(allowed, budget, begin.run, seq,
+                                                 probes=probes).items():
                 batches[name] = batches.get(name, StreamBatch()) + got
 
         d.metrics.planned = {name: (sum(c.count for c in b.chunks), len(b.reclaimed))
@@ -186,6 +239,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._start_prefetch(begin, budget, seq + 1)
                 return BatchOffset(begin.run, seq, {}).to_json()
             self._close_committed(begin)
+            d.claims.idle = (begin.run, seq)
             return start  # the very same object: Spark compares offsets as JSON text
         # waitReplicas / waitAof: Spark logs this batch only once its plans (and any dead
         # letters the reclaim wrote beside them) are on the replicas, so that it replays
@@ -203,8 +257,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         that batch's totals and the query run's dead-lettered and lost counts."""
         out: dict[str, Any] = {}
         m = self.driver.metrics
-        for name, op in self.ops.items():
-            stats = op.stats()
+        for name, stats in zip(self.ops, consumers.stats(list(self.ops.values())), strict=True):
             claimed, reclaimed = m.planned.get(name, (0, 0))
             out[name] = {"lag": stats.lag, "pending": stats.pending,
                          "lastDeliveredId": stats.last_delivered, "claimed": claimed,
@@ -212,7 +265,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         out["_eventbus"] = {"claimed": sum(c for c, _ in m.planned.values()),
                             "reclaimed": sum(r for _, r in m.planned.values()),
                             "deadLettered": m.dead_lettered, "lostRanges": m.lost_ranges,
-                            "lostEntries": m.lost_entries}
+                            "lostEntries": m.lost_entries, "streams": len(self.ops)}
         return out
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
@@ -220,16 +273,15 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         batch = BatchOffset.from_json(end)
         if not batch.streams:  # the warm-up batch (latestOffset): tasks that read nothing
-            first = sorted(self.options.streams)[0]
-            return [SlicePartition(self.spec, Slice(first, (), ()), batch.run, batch.seq)
+            return [SlicePartition(self.spec, (), batch.run, batch.seq)
                     for _ in range(self.options.num_partitions)]
-        return [SlicePartition(self.spec, sl, batch.run, batch.seq)
-                for name in sorted(batch.streams)
-                for sl in split_partitions(name, batch.streams[name], self.options.num_partitions)]
+        # Packed across streams: tasks follow numPartitions and the data, not the streams.
+        return [SlicePartition(self.spec, slices, batch.run, batch.seq)
+                for slices in pack_partitions(batch.streams, self.options.num_partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SlicePartition)
-        return read_slice(partition)
+        return read_slices(partition)
 
     def commit(self, end: dict) -> None:
         offset = BatchOffset.from_json(end)
@@ -256,28 +308,34 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- acks ----------------------------------------------------------------------------------
 
     def _close_committed(self, committed: BatchOffset) -> None:
+        d = self.driver
+        if d.claims.closed == (committed.run, committed.seq):
+            return  # done already (a quiet trigger asks again with the same start)
+        self._close(committed)
+        d.claims.closed = (committed.run, committed.seq)
+
+    def _close(self, committed: BatchOffset) -> None:
         """A batch Spark has committed: ack it (ackMode=commit), then drop plans up to it.
 
         Plans of earlier batches still present were committed too, but the driver died before
         acking them (the ack runs in the background while the next batch runs): ack them now
         rather than let them come back through reclaim as duplicates.
         """
-        plans = {name: op.committed_plans(committed.seq) for name, op in self.ops.items()}
+        ops = list(self.ops.values())
+        plans = dict(zip(self.ops, consumers.committed_plans(ops, committed.seq), strict=True))
         m = self.driver.metrics
-        for op in self.ops.values():
-            # Entries replays of this batch moved past (partition_reader: failOnDataLoss=false,
-            # or a loss an operator accepted) are counted now that the batch is committed.
-            entries, ranges = op.settle_losses(committed.run, committed.seq)
-            m.lost_entries += entries
-            m.lost_ranges += ranges
+        # Entries replays of this batch moved past (partition_reader: failOnDataLoss=false,
+        # or a loss an operator accepted) are counted now that the batch is committed.
+        entries, ranges = consumers.settle_all_losses(ops, committed.run, committed.seq)
+        m.lost_entries += entries
+        m.lost_ranges += ranges
         if self.options.ack_mode == "commit":
             for name, op in self.ops.items():
                 for field_, plan in plans[name].items():
                     if int(field_) < committed.seq and plan.get("run") == committed.run:
                         op.ack(StreamBatch.from_json(plan))
         self._ack(committed)
-        for name, op in self.ops.items():
-            op.drop_plans(plans[name])
+        consumers.drop_plans(ops, [list(plans[name]) for name in self.ops])
 
     def _ack(self, offset: BatchOffset) -> None:
         claims = self.driver.claims
@@ -305,7 +363,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         def work(stop: threading.Event) -> bool:
             self._close_committed(committed)
             # A plan for `seq` may exist already (left by a driver that died): top it up.
-            planned = sum(op.load_plan(run, seq).count for op in self.ops.values())
+            planned = sum(b.count for b in consumers.plans(list(self.ops.values()), run, seq))
             left = preclaim_allowance(budget, self.options.max_entries_per_trigger, planned)
             if left > 0:
                 for got in d.claimer.reclaim_all(left, run, seq, seq - 1).values():

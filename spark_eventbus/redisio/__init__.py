@@ -12,11 +12,13 @@
 * :mod:`.produce` — a chunk of XADDs with its idempotency marker as one transaction.
 * :mod:`.markers` — the sink's marker registry and marker pruning after a commit.
 * :mod:`.group` — what one consumer of one group does on one stream (claims, plans, acks).
+* :mod:`.consumers` — the same for many streams at once, pipelined per node.
 * :mod:`.losses` — entries a replayed batch no longer finds: per-ID replay, acks, loss records.
 """
 
 from __future__ import annotations
 
+from . import consumers
 from .base import RedisError, ResponseError
 from .boundary import GROUP_GONE_FIX, redis_errors, translate
 from .client import ConnectionSpec, Redis, client, is_cluster, new_client
@@ -67,6 +69,7 @@ __all__ = [
     "check_streams",
     "client",
     "consumer_taken_over",
+    "consumers",
     "dead_letter",
     "dead_letter_entries",
     "delete_keys",

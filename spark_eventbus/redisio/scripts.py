@@ -12,9 +12,10 @@ from importlib import resources
 from typing import Any
 
 from redis.commands.core import Script
+from redis.exceptions import NoScriptError
 
 from ..keys import BOOKKEEPING_TTL_MS
-from .base import Redis
+from .base import Redis, ResponseError
 
 _scripts: dict[str, Script] = {}
 _lock = threading.Lock()
@@ -62,3 +63,16 @@ def run_script(r: Redis, name: str, keys: Sequence[Any], args: Sequence[Any],
     script first if the server does not know it."""
     return _script(r, name)(keys=list(keys), args=list(args), client=pipe if pipe is not None
                             else r)
+
+
+def queue_script(r: Redis, name: str, keys: Sequence[Any], args: Sequence[Any], pipe: Any
+                 ) -> None:
+    """Queue script ``name`` on pipeline ``pipe`` as a plain EVALSHA: no ``SCRIPT EXISTS``
+    first (as redis-py's pipelined ``Script`` does; not in the connector's ACL rules). A reply
+    ``NOSCRIPT`` (:func:`is_noscript`) is the caller's to rerun with :func:`run_script`."""
+    pipe.evalsha(_script(r, name).sha, len(keys), *keys, *args)
+
+
+def is_noscript(reply: Any) -> bool:
+    return isinstance(reply, NoScriptError) or (
+        isinstance(reply, ResponseError) and str(reply).startswith("NOSCRIPT"))

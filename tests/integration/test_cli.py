@@ -185,3 +185,18 @@ def test_status_watch_refreshes_until_interrupted(redis_server, names):
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert "".join([*seen, out]).count(line) >= 2
+
+
+def test_status_takes_a_stream_pattern(redis_server, names):
+    r = redis_server.client()
+    base = names["stream"]
+    for suffix, n in (("a", 3), ("b", 5)):
+        produce(r, f"{base}:{suffix}", n)
+        r.xgroup_create(f"{base}:{suffix}", names["group"], "0")
+    out = _cli("--url", redis_server.url, "status", "--stream-pattern", f"{base}:*", "--json")
+    assert out.returncode == 0, out.stderr
+    js = json.loads(out.stdout)
+    assert [x["stream"] for x in js] == [f"{base}:a", f"{base}:b"]
+    assert [x["groups"][0]["lag"] for x in js] == [3, 5]
+    text = _cli("--url", redis_server.url, "status", "--stream-pattern", f"{base}:*").stdout
+    assert text.startswith(f"2 streams match '{base}:*'")

@@ -477,3 +477,19 @@ def test_a_master_killed_mid_query_loses_nothing_after_a_restart_from_the_checkp
         assert set(got.values()) == {1}
     finally:
         cluster.stop()
+
+
+def test_a_stream_pattern_finds_streams_on_every_master(spark, redis_cluster, tmp_path, names):
+    r = redis_cluster.client()
+    streams = _spread(redis_cluster, f"pat{names['tag']}", per_node=1)
+    ids = {s: produce(r, s, 30) for s in streams}
+    df = (spark.readStream.format("eventbus").option("url", redis_cluster.url)
+          .option("streamPattern", f"pat{names['tag']}:*").option("group", "g")
+          .option("startingPosition", "earliest").load())
+    rows, q = run_available_now(df, tmp_path)
+    got = Counter((row["stream"], row["id"]) for row in rows)
+    assert set(got.values()) == {1}
+    assert set(got) == {(s, i) for s in streams for i in ids[s]}
+    report = json.loads(q.recentProgress[-1]["sources"][0]["latestOffset"])
+    assert report["_eventbus"]["streams"] == len(streams) == len(redis_cluster.nodes)
+    assert all(pending(r, s, "g") == 0 for s in streams)

@@ -30,6 +30,8 @@ def test_option_names_are_case_insensitive_and_streams_split_on_commas():
 @pytest.mark.parametrize(("extra", "message"), [
     ({"stream": ""}, "option 'stream' is required"),
     ({"stream": "a,a"}, "names a stream twice"),
+    ({"streamPattern": "tenant:*"}, "options 'stream' and 'streamPattern'"),
+    ({"streamPattern": "t:*", "discoveryIntervalMs": "-1"}, "'discoveryIntervalMs' = '-1'"),
     ({"group": " "}, "option 'group' is required for streaming reads"),
     ({"maxEntriesPerTrigger": "0"}, "'maxEntriesPerTrigger' = '0' is invalid"),
     ({"numPartitions": "2.5"}, "'numPartitions' = '2.5' is invalid"),
@@ -47,6 +49,11 @@ def test_option_names_are_case_insensitive_and_streams_split_on_commas():
 def test_invalid_values_name_the_option_and_the_fix(extra, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         parse_reader_options({**BASE, **extra}, streaming=True)
+
+
+def test_a_stream_pattern_replaces_the_stream_list():
+    o = parse_reader_options({"streamPattern": "tenant:*", "group": "g"}, streaming=True)
+    assert (o.streams, o.stream_pattern, o.discovery_interval_ms) == ((), "tenant:*", 30_000)
 
 
 def test_batch_reads_need_no_group_but_check_the_id_range():

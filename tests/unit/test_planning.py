@@ -1,10 +1,13 @@
 from __future__ import annotations
 
 import itertools
+import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from spark_eventbus.errors import EventBusError
 from spark_eventbus.offsets import BatchOffset, ClaimedRange, StreamBatch
 from spark_eventbus.planning import (
     MAX_CLAIM_CHUNK,
@@ -12,6 +15,7 @@ from spark_eventbus.planning import (
     UNBOUNDED_GRANT,
     claim_chunk_size,
     first_claim_allowance,
+    pack_partitions,
     preclaim_allowance,
     share_budget,
     split_id_range,
@@ -25,7 +29,8 @@ def test_claim_chunks_are_bounded_and_split_a_batch_over_partitions():
     assert claim_chunk_size(100_000, 2, 1) == MAX_CLAIM_CHUNK
     assert claim_chunk_size(1_000, 2, 1) == 500
     assert MAX_CLAIM_CHUNK <= 10_000
-    assert claim_chunk_size(1_000, 4, 2) == 125
+    assert claim_chunk_size(1_000, 4, 2) == 250  # 2 chunks per stream fill 4 partitions
+    assert claim_chunk_size(100_000, 2, 1_000) == 100  # one chunk per stream's share
     assert claim_chunk_size(1, 8, 3) == 1
 
 
@@ -49,6 +54,26 @@ def test_split_partitions_balances_by_count_and_keeps_every_entry():
     assert sorted(r for s in slices for r in s.reclaimed) == sorted(reclaimed)
     assert abs(slices[0].count - slices[1].count) <= 100
     assert split_partitions("s", batch, 2) == slices  # deterministic
+
+
+def test_many_small_streams_pack_into_num_partitions_tasks_and_a_big_stream_still_splits():
+    small = {f"s{i:04d}": StreamBatch((ClaimedRange(f"{i}-0", f"{i}-4", 5),), ((f"{i}-9", 3),))
+             for i in range(1_000)}
+    bins = pack_partitions(small, 4)
+    assert len(bins) == 4
+    assert [sum(sl.count for sl in b) for b in bins] == [1_500] * 4
+    got = sorted((sl.stream, c) for b in bins for sl in b for c in sl.chunks)
+    assert got == sorted((n, c) for n, b in small.items() for c in b.chunks)
+    assert sorted((sl.stream, r) for b in bins for sl in b for r in sl.reclaimed) == sorted(
+        (n, r) for n, b in small.items() for r in b.reclaimed)
+    for b in bins:  # one slice per stream per bin, streams in name order
+        assert [sl.stream for sl in b] == sorted({sl.stream for sl in b})
+    assert pack_partitions(small, 4) == bins  # deterministic
+    big = {"big": StreamBatch(tuple(ClaimedRange(f"{i}-0", f"{i}-9", 100) for i in range(4))),
+           "quiet": StreamBatch((ClaimedRange("1-0", "1-0", 1),))}
+    bins = pack_partitions(big, 4)
+    assert [[(sl.stream, sl.count) for sl in b] for b in bins] == [
+        [("big", 100), ("quiet", 1)], [("big", 100)], [("big", 100)], [("big", 100)]]
 
 
 def test_split_partitions_orders_chunks_by_id_not_text():
@@ -78,6 +103,23 @@ def test_offsets_round_trip_with_a_fixed_key_order():
     assert BatchOffset.from_json(js) == BatchOffset.from_json(js)
     assert BatchOffset.from_json(js).to_json() == js
     assert BatchOffset.from_json(js).count == 4
+
+
+def test_offsets_are_compact_and_offsets_of_format_v1_still_read():
+    chunk = ClaimedRange("1700000000000-0", "1700000000005-3", 20)
+    off = BatchOffset("r" * 32, 9, {"orders": StreamBatch((chunk,), (("1699999999999-7", 2),))})
+    js = off.to_json()
+    assert js["v"] == 2
+    assert js["streams"]["orders"] == ["1700000000000-0 5-3 20", "r 1699999999999-7 2"]
+    assert BatchOffset.from_json(js) == off
+    one = json.dumps({"s": StreamBatch((chunk,)).to_compact()}, separators=(",", ":"))
+    assert len(one) - len('{"s":}') <= 40  # a stream with one range: well under 60 bytes
+    v1 = {"v": 1, "run": "r" * 32, "seq": 9, "streams": {"orders": {
+        "chunks": [["1700000000000-0", "1700000000005-3", 20]],
+        "reclaimed": [["1699999999999-7", 2]]}}}
+    assert BatchOffset.from_json(v1) == off  # a checkpoint of the previous version carries on
+    with pytest.raises(EventBusError, match="v1 or v2"):
+        BatchOffset.from_json({**v1, "v": 3})
 
 
 def test_offsets_accept_lua_empty_arrays_encoded_as_objects():

@@ -99,7 +99,7 @@ def test_offsets_survive_a_json_round_trip(run, seq, streams):
 
 
 def test_an_offset_of_another_version_names_the_version_expected():
-    with pytest.raises(Exception, match="offset format v1 expected"):
+    with pytest.raises(Exception, match="offset format v1 or v2 expected"):
         BatchOffset.from_json({"v": 99, "run": "r", "seq": 0, "streams": {}})
 
 

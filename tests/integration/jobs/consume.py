@@ -23,7 +23,7 @@ def main() -> None:
     df = events(session(), args.url, args.stream, args.group, args.max_entries)
 
     def write(batch: DataFrame, batch_id: int) -> None:
-        batch.select("id").withColumn("batch", F.lit(batch_id)).write.mode("append") \
+        batch.select("stream", "id").withColumn("batch", F.lit(batch_id)).write.mode("append") \
             .parquet(args.out)
 
     run(df.writeStream.foreachBatch(write).option("checkpointLocation", args.checkpoint),

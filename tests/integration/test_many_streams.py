@@ -1,0 +1,230 @@
+"""Many small streams in one query: tasks follow numPartitions and the data, not the stream
+count; every entry exactly once; exact replay of packed batches across driver kills."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import redis
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from spark_eventbus.offsets import BatchOffset
+from tests.integration.helpers import (
+    driver_reader,
+    kill_and_restart,
+    pending,
+    produce,
+    run_available_now,
+    stream_df,
+)
+
+pytestmark = pytest.mark.integration
+JOB = Path(__file__).parent / "jobs" / "consume.py"
+
+
+def _many(r: redis.Redis, prefix: str, streams: int, each: int) -> tuple[list[str], set[str]]:
+    names = [f"{prefix}-{i:03d}" for i in range(streams)]
+    ids = set()
+    for i, name in enumerate(names):
+        ids |= {f"{name}/{x}" for x in produce(r, name, each, i * each)}
+    return names, ids
+
+
+def test_many_small_streams_make_num_partitions_tasks_and_every_entry_once(
+        redis_server, names):
+    r = redis_server.client()
+    streams, produced = _many(r, names["stream"], 200, 3)
+    reader = driver_reader(redis_server.url, ",".join(streams), names["group"],
+                           numPartitions="3")
+    start = reader.initialOffset()
+    got: list[str] = []
+    tasks = []
+    for limit in (ReadMaxRows(400), ReadAllAvailable()):
+        end = reader.latestOffset(start, limit)
+        parts = reader.partitions(start, end)
+        tasks.append(len(parts))
+        counts = sorted(sum(sl.count for sl in p.slices) for p in parts)
+        assert counts[-1] - counts[0] <= 3  # balanced by entries: chunks of 3 at most here
+        for part in parts:
+            for rb in reader.read(part):
+                got += [f"{s}/{i}" for s, i in zip(rb.column("stream").to_pylist(),
+                                                   rb.column("id").to_pylist(), strict=True)]
+        reader.commit(end)
+        start = end
+    assert tasks == [3, 3]  # not 200 (one per stream, as before packing)
+    assert len(got) == len(produced) and set(got) == produced
+    assert reader.latestOffset(start, ReadAllAvailable()) is start  # acks the last batch
+    reader.stop()
+    assert all(pending(r, s, names["group"]) == 0 for s in streams)
+
+
+def test_many_streams_in_a_spark_query_deliver_every_entry_once(spark, redis_server, names,
+                                                                  tmp_path):
+    r = redis_server.client()
+    streams, produced = _many(r, names["stream"], 60, 4)
+    df = stream_df(spark, redis_server.url, ",".join(streams), names["group"],
+                   maxEntriesPerTrigger=100)
+    rows, q = run_available_now(df, tmp_path)
+    got = [f"{row.stream}/{row.id}" for row in rows]
+    assert len(got) == len(produced) and set(got) == produced
+    ends = [BatchOffset.from_json(json.loads(p["sources"][0]["endOffset"]))
+            for p in q.recentProgress if p["sources"][0]["endOffset"]]
+    # Offsets list the streams with entries in the batch only, each of them non-empty.
+    assert all(all(b.count for b in o.streams.values()) for o in ends)
+    assert sum(o.count for o in ends) >= len(produced)
+
+
+def test_packed_batches_replay_exactly_across_driver_kills(redis_server, names, tmp_path):
+    r = redis_server.client()
+    streams, produced = _many(r, names["stream"], 40, 150)
+    chk, out = tmp_path / "chk", tmp_path / "out"
+    max_entries = 500
+    base = [sys.executable, str(JOB), "--url", redis_server.url, "--stream", ",".join(streams),
+            "--group", names["group"], "--checkpoint", str(chk), "--out", str(out),
+            "--max-entries", str(max_entries)]
+    kills = 2
+    kill_and_restart(base, chk, tmp_path, kills, seed=11)
+    final = subprocess.run([*base, "--available-now"], capture_output=True, timeout=600)
+    assert final.returncode == 0, final.stderr.decode()[-3000:]
+    table = pq.read_table(out)
+    got = [f"{s}/{i}" for s, i in zip(table.column("stream").to_pylist(),
+                                      table.column("id").to_pylist(), strict=True)]
+    assert set(got) == produced, "an entry is missing"
+    # A replayed batch is the same batch: each (batch id, entry) is written once per attempt,
+    # and an entry appears in one batch id only (exact replay of the packed partitions).
+    batch_of: dict[str, set[int]] = {}
+    for key, b in zip(got, table.column("batch").to_pylist(), strict=True):
+        batch_of.setdefault(key, set()).add(b)
+    assert all(len(b) == 1 for b in batch_of.values()), "an entry moved to another batch"
+    duplicates = sum(n - 1 for n in Counter(got).values())
+    assert duplicates <= kills * max_entries, duplicates
+    assert all(pending(r, s, names["group"]) == 0 for s in streams)
+
+
+def test_a_query_on_this_version_carries_on_from_an_offset_of_format_v1(redis_server, names):
+    """A checkpoint written by the previous version (offset format v1) replays its last batch
+    and goes on with the next one."""
+    r = redis_server.client()
+    streams, produced = _many(r, names["stream"], 3, 10)
+    reader = driver_reader(redis_server.url, ",".join(streams), names["group"])
+    start = reader.initialOffset()
+    end = BatchOffset.from_json(reader.latestOffset(start, ReadMaxRows(12)))
+    v1 = {"v": 1, "run": end.run, "seq": end.seq,
+          "streams": {n: b.to_json() for n, b in sorted(end.streams.items())}}
+    reader.stop()
+    again = driver_reader(redis_server.url, ",".join(streams), names["group"])
+    got = []
+    for part in again.partitions(start, v1):  # the batch in flight, replayed from the log
+        for rb in again.read(part):
+            got += rb.column("id").to_pylist()
+    assert len(got) == 12
+    nxt = again.latestOffset(v1, ReadAllAvailable())
+    assert nxt["v"] == 2 and BatchOffset.from_json(nxt).count == len(produced) - 12
+    again.stop()
+
+
+def _calls(r: redis.Redis, command: str) -> int:
+    return int(r.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
+def test_quiet_streams_are_not_claimed_from_and_progress_is_one_round_of_pipelines(
+        redis_server, names):
+    r = redis_server.client()
+    streams, _ = _many(r, names["stream"], 100, 1)
+    reader = driver_reader(redis_server.url, ",".join(streams), names["group"])
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    reader.commit(end)
+    assert reader.latestOffset(end, ReadAllAvailable()) is end  # all quiet now
+    produce(r, streams[42], 5)
+    before = {c: _calls(r, c) for c in ("xreadgroup", "evalsha", "xautoclaim")}
+    nxt = reader.latestOffset(end, ReadAllAvailable())
+    assert list(BatchOffset.from_json(nxt).streams) == [streams[42]]
+    report = reader.reportLatestOffset()
+    assert report[streams[42]]["claimed"] == 5 and report[streams[0]]["pending"] == 0
+    spent = {c: _calls(r, c) - n for c, n in before.items()}
+    # One stream has news: its claim only (was: a claim script, an XREADGROUP and a record
+    # per stream, 100 streams); reclaim asks only the stream with pending entries.
+    assert spent["xreadgroup"] == 1, spent
+    assert spent["evalsha"] <= 6, spent
+    reader.stop()
+
+
+def test_the_lease_refuses_a_second_query_on_any_overlapping_stream(redis_server, names):
+    from spark_eventbus.errors import ConfigError
+    from spark_eventbus.keys import lease_key
+    from tests.integration.test_key_layout import _holder, _kill
+
+    r = redis_server.client()
+    streams, _ = _many(r, names["stream"], 4, 2)
+    group = names["group"]
+    proc, run = _holder(redis_server.url, ",".join(streams[:3]), group)
+    try:
+        other = driver_reader(redis_server.url, ",".join([streams[3], streams[2]]), group)
+        with pytest.raises(ConfigError, match="option 'consumer'") as err:
+            other.initialOffset()
+        assert repr(streams[2]) in str(err.value) and run in str(err.value)
+        # what its pipelined acquire took is given back: the free stream is not held
+        assert r.exists(lease_key(streams[3], group, f"spark-{group}")) == 0
+        other.stop()
+    finally:
+        _kill(proc)
+
+
+def test_a_pattern_subscription_picks_up_new_streams_and_drops_deleted_ones(redis_server,
+                                                                           names):
+    from spark_eventbus.keys import lease_key, plan_key
+
+    r = redis_server.client()
+    group, base = names["group"], names["stream"]
+    first = {f"{base}:a/{i}" for i in produce(r, f"{base}:a", 4)}
+    first |= {f"{base}:b/{i}" for i in produce(r, f"{base}:b", 3)}
+    r.set(f"{base}:not-a-stream", "x")
+    reader = driver_reader(redis_server.url, "", group, streamPattern=f"{base}:*",
+                           discoveryIntervalMs="0")
+
+    def batch(start: dict) -> tuple[dict, set[str]]:
+        end = reader.latestOffset(start, ReadAllAvailable())
+        got = set()
+        for part in reader.partitions(start, end):
+            for rb in reader.read(part):
+                got |= {f"{s}/{i}" for s, i in zip(rb.column("stream").to_pylist(),
+                                                   rb.column("id").to_pylist(), strict=True)}
+        reader.commit(end)
+        return end, got
+
+    start = reader.initialOffset()
+    end, got = batch(start)
+    assert got == first
+    assert reader.reportLatestOffset()["_eventbus"]["streams"] == 2
+    # a stream created mid-query joins at startingPosition (earliest): none of it is missed
+    new = {f"{base}:c/{i}" for i in produce(r, f"{base}:c", 5)}
+    more = {f"{base}:a/{i}" for i in produce(r, f"{base}:a", 2, 10)}
+    end, got = batch(end)
+    assert got == new | more
+    assert reader.reportLatestOffset()["_eventbus"]["streams"] == 3
+    # a deleted stream leaves cleanly: its bookkeeping goes, the others flow on
+    r.delete(f"{base}:b")
+    last = {f"{base}:c/{i}" for i in produce(r, f"{base}:c", 1, 20)}
+    end, got = batch(end)
+    assert got == last
+    assert reader.reportLatestOffset()["_eventbus"]["streams"] == 2
+    consumer = f"spark-{group}"
+    assert not r.exists(plan_key(f"{base}:b", group, consumer),
+                        lease_key(f"{base}:b", group, consumer))
+    assert reader.latestOffset(end, ReadAllAvailable()) is end
+    reader.stop()
+    assert pending(r, f"{base}:a", group) == pending(r, f"{base}:c", group) == 0
+
+
+def test_a_batch_read_refuses_a_stream_pattern_naming_the_option(spark, redis_server):
+    df = (spark.read.format("eventbus").option("url", redis_server.url)
+          .option("streamPattern", "orders:*").load())
+    with pytest.raises(Exception, match="option 'streamPattern' is for streaming reads"):
+        df.collect()
