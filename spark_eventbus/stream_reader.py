@@ -21,9 +21,10 @@ import os
 import signal
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -46,6 +47,7 @@ from .planning import (
     Slice,
     first_claim_allowance,
     preclaim_allowance,
+    should_wait,
     split_partitions,
 )
 from .prefetch import Prefetcher
@@ -66,6 +68,8 @@ class ClaimState:
     ack_scheduled_seq: int = -1  # ... or being acked by the prefetcher
     preclaimed_seq: int = -1  # the batch the prefetcher claims for
     planned_once: bool = False  # latestOffset has run in this driver
+    # when latestOffset last returned a new batch (or the driver started): maxTriggerDelay
+    last_batch_at: float = field(default_factory=time.monotonic)
 
 
 class _Driver:
@@ -159,11 +163,17 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                 "a previous driver for batch %d", residue.count, name, seq)
                 batches[name] = residue
         used = sum(b.count for b in batches.values())
+        if self._hold_back(limit, used):  # minEntriesPerTrigger: not enough yet
+            self._close_committed(begin)
+            return start
 
         # 2. Top up within the allowance (planning.first_claim_allowance). Entries of `begin`
         #    are committed but not acked yet: protected from reclaim.
         allowed = first_claim_allowance(budget, used, interrupted, o.num_partitions,
                                         len(self.ops))
+        if o.max_bytes_per_trigger is not None and used \
+                and not d.claimer.knows_size(begin.run, seq):
+            allowed = 0  # a plan left by a driver that died: its bytes are unknown, ship it
         if allowed is None or allowed > 0:
             for name, got in d.claimer.reclaim_all(allowed, begin.run, seq, begin.seq).items():
                 batches[name] = batches.get(name, StreamBatch()) + got
@@ -182,11 +192,32 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 # workers of this query's tasks (reader and sink), so that the first entries
                 # to arrive do not wait for that start-up (partitions() below).
                 self._start_prefetch(begin, budget, seq + 1)
+                d.claims.last_batch_at = time.monotonic()
                 return BatchOffset(begin.run, seq, {}).to_json()
             self._close_committed(begin)
             return start  # the very same object: Spark compares offsets as JSON text
         self._start_prefetch(begin, budget, seq + 1)
+        d.claims.last_batch_at = time.monotonic()
         return BatchOffset(begin.run, seq, batches).to_json()
+
+    def _hold_back(self, limit: ReadLimit, used: int) -> bool:
+        """``minEntriesPerTrigger``: whether the next batch waits, with ``used`` entries already
+        planned for it. Available = those + the groups' lag (``XINFO GROUPS``, or counted:
+        ``ConsumerOps.available``); idle entries to reclaim are not counted. Never under
+        ``Trigger.AvailableNow``, never past ``maxTriggerDelay`` since the last batch, never
+        when the number available is unknown."""
+        o, d = self.options, self.driver
+        if o.min_entries_per_trigger is None or d.claimer.stop_after is not None \
+                or isinstance(limit, ReadAllAvailable):
+            return False
+        waited_ms = (time.monotonic() - d.claims.last_batch_at) * 1000
+        if waited_ms >= o.max_trigger_delay_ms:
+            return False
+        need = o.min_entries_per_trigger - used
+        lags = [op.available(need) for op in self.ops.values()] if need > 0 else []
+        available = None if None in lags else used + sum(x for x in lags if x is not None)
+        return should_wait(o.min_entries_per_trigger, available, waited_ms,
+                           o.max_trigger_delay_ms)
 
     def reportLatestOffset(self) -> dict | None:
         """Progress (``latestOffset`` of the source in each ``StreamingQueryProgress``): per
