@@ -103,6 +103,10 @@ OPTIONS: tuple[Option, ...] = (
            frozenset({STREAMING})),
     Option("maxTriggerDelay", "max_trigger_delay_ms", duration_ms, 15 * 60_000,
            frozenset({STREAMING})),
+    Option("trimAcked", "trim_acked", boolean, False, frozenset({STREAMING})),
+    Option("trimIntervalMs", "trim_interval_ms",
+           whole(0, 2**31 - 1, "it is the least time between two trims of trimAcked"), 10_000,
+           frozenset({STREAMING})),
     Option("numPartitions", "num_partitions",
            whole(1, 10_000, "it is the number of Spark partitions per stream per batch"), 2,
            READS),
@@ -232,6 +236,8 @@ class ReaderOptions(_Connected):
     max_bytes_per_trigger: int | None = None
     min_entries_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60_000
+    trim_acked: bool = False
+    trim_interval_ms: int = 10_000
 
     @property
     def consumer_name(self) -> str:
@@ -279,6 +285,13 @@ def parse_reader_options(raw: Mapping[str, Any], *, streaming: bool, warn: bool 
         if warn and "maxtriggerdelay" in given and low is None:
             log.warning("spark-eventbus: option 'maxTriggerDelay' has no effect without "
                         "option 'minEntriesPerTrigger'.")
+        if warn and "trimintervalms" in given and not v["trim_acked"]:
+            log.warning("spark-eventbus: option 'trimIntervalMs' has no effect without option "
+                        "'trimAcked' = 'true'.")
+        if warn and v["trim_acked"] and v["ack_mode"] == "none":
+            log.warning("spark-eventbus: option 'trimAcked' trims nothing with ackMode=none: "
+                        "this query's entries stay pending, and pending entries are never "
+                        "trimmed.")
         if warn and v["ack_mode"] == "none":
             for key in ("claimminidlems", "reclaimmaxentries", "maxdeliveries"):
                 if key in given:

@@ -70,6 +70,7 @@ class ClaimState:
     planned_once: bool = False  # latestOffset has run in this driver
     # when latestOffset last returned a new batch (or the driver started): maxTriggerDelay
     last_batch_at: float = field(default_factory=time.monotonic)
+    last_trim_at: float = 0.0  # trimAcked: when the streams were last trimmed
 
 
 class _Driver:
@@ -301,6 +302,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._ack(committed)
         for name, op in self.ops.items():
             op.drop_plans(plans[name])
+        self._trim_acked()
 
     def _ack(self, offset: BatchOffset) -> None:
         claims = self.driver.claims
@@ -310,6 +312,18 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if name in self.ops:
                 self.ops[name].ack(batch)
         claims.acked_seq = offset.seq
+
+    def _trim_acked(self) -> None:
+        """``trimAcked``: after acks, at most once per ``trimIntervalMs``, remove from each
+        stream what every group has acked (never an entry pending anywhere, never past a group
+        that lags: :mod:`.redisio.retention`)."""
+        claims, o = self.driver.claims, self.options
+        now = time.monotonic()
+        if not o.trim_acked or (now - claims.last_trim_at) * 1000 < o.trim_interval_ms:
+            return
+        claims.last_trim_at = now
+        for op in self.ops.values():
+            op.trim_acked()
 
     # -- the prefetcher: ack and pre-claim while Spark runs the batch --------------------------
 

@@ -24,6 +24,7 @@ from .boundary import redis_errors
 from .client import ConnectionSpec, client, is_cluster
 from .deadletter import dead_letter, same_slot
 from .losses import settle_losses
+from .retention import trim_acked
 from .scripts import run_script
 from .streams import (
     ACK_CHUNK,
@@ -338,6 +339,15 @@ class ConsumerOps:
         except EventBusConnectionError:
             return None
         return sum(int(n) for n in replies)
+
+    # -- retention -----------------------------------------------------------------------------
+
+    def trim_acked(self) -> int:
+        """``trimAcked``: remove the entries every group of the stream has acked, in whole
+        stream nodes (``XTRIM MINID ~``, bounded work; :func:`.retention.trim_acked`). The
+        number removed."""
+        with self._errors("trimming acked entries"):
+            return trim_acked(self.redis, None, self.stream, exact=False).entries
 
     # -- progress ------------------------------------------------------------------------------
 
