@@ -37,6 +37,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from .capabilities import require_scripting
 from .claimer import Claimer, SourceMetrics
 from .lease import ConsumerLease
 from .offsets import BatchOffset, StreamBatch
@@ -81,6 +82,10 @@ class _Driver:
         self.ops: dict[str, ConsumerOps] = {
             s: ConsumerOps(opts.connection, s, opts.group, opts.consumer_name,
                            cache_ack_ids=opts.ack_mode == "commit") for s in opts.streams}
+        # Capabilities checked once, before anything is created: never mid-query.
+        self.capabilities = next(iter(self.ops.values())).capabilities()
+        require_scripting(self.capabilities, "spark.readStream (a streaming read)",
+                          opts.connection.display)
         for s, op in self.ops.items():
             if op.ensure_group(opts.starting_position):
                 log.info("spark-eventbus: created consumer group %r on stream %r at %s",

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import resp
+from ..capabilities import Capabilities
 from ..errors import ConfigError, EventBusConnectionError
 from ..ids import StreamId
 from ..keys import lease_key, plan_key
@@ -21,6 +22,7 @@ from ..offsets import ClaimedRange, StreamBatch
 from ..planning import entries_within
 from .base import CLUSTER_REDIRECTS, Redis, ResponseError
 from .boundary import redis_errors
+from .capabilities import server_capabilities
 from .client import ConnectionSpec, client, is_cluster
 from .deadletter import dead_letter, same_slot
 from .losses import settle_losses
@@ -132,6 +134,11 @@ class ConsumerOps:
             yield
 
     # -- setup ---------------------------------------------------------------------------------
+
+    def capabilities(self) -> Capabilities:
+        """The server's family, version and features (:mod:`.capabilities`): once, at start."""
+        with self._errors("checking the server's capabilities"):
+            return server_capabilities(self.redis)
 
     def ensure_group(self, starting_position: str) -> bool:
         """Create the group (and the stream, ``MKSTREAM``) if missing. Idempotent.
