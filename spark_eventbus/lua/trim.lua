@@ -6,7 +6,8 @@
 --
 -- KEYS[1] stream
 -- ARGV[1] keep from this ID (MINID), ARGV[2] the last ID removed (the bound's predecessor),
--- ARGV[3] '=' | '~', ARGV[4] number of groups the caller saw
+-- ARGV[3] '=' | '~', ARGV[4] number of groups the caller saw, ARGV[5] LIMIT of a '~' trim
+-- (entries removed per call at most, in whole nodes)
 -- Returns {status, removed}: status ok, moved (a group needs entries before the bound now, or
 -- the groups changed: nothing removed, compute again) or gone (no stream).
 local stream = KEYS[1]
@@ -22,4 +23,7 @@ for _, g in ipairs(groups) do
     if idcmp(p[2], upto) <= 0 then return {'moved', 0} end
   end
 end
-return {'ok', redis.call('XTRIM', stream, 'MINID', ARGV[3], ARGV[1])}
+if ARGV[3] == '~' then
+  return {'ok', redis.call('XTRIM', stream, 'MINID', '~', ARGV[1], 'LIMIT', tonumber(ARGV[5]))}
+end
+return {'ok', redis.call('XTRIM', stream, 'MINID', '=', ARGV[1])}

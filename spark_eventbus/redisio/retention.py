@@ -18,6 +18,10 @@ from .streams import entry_sizes, key_type, text, xrange_pages
 COUNT_PAGE = 1000
 # Attempts when groups move between reading their positions and trimming.
 ATTEMPTS = 5
+# An approximate trim removes at most this many entries per script call (bounded Redis time per
+# call); calls repeat while they remove that many, up to APPROX_CALLS per trim.
+APPROX_LIMIT = 10_000
+APPROX_CALLS = 100
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,23 @@ def _count(raw: Redis, stream: str, keep_from: StreamId) -> tuple[int, int]:
     return entries, size
 
 
+def _trim(r: Redis, stream: str, bound: TrimBound, groups: int, exact: bool
+          ) -> tuple[str, int]:
+    """trim.lua once (exact), or in calls of at most :data:`APPROX_LIMIT` entries."""
+    assert bound.keep_from is not None
+    args = [str(bound.keep_from), str(bound.keep_from.prev()), "=" if exact else "~", groups,
+            APPROX_LIMIT]
+    total = 0
+    for _ in range(1 if exact else APPROX_CALLS):
+        status, removed = run_script(r, "trim", [stream], args)
+        if text(status) != "ok":
+            return ("moved", 0) if total == 0 else ("ok", total)
+        total += int(removed)
+        if int(removed) < APPROX_LIMIT:
+            break
+    return "ok", total
+
+
 def trim_acked(r: Redis, raw: Redis | None, stream: str, dry_run: bool = False,
                exact: bool = True) -> TrimReport:
     """Trim ``stream`` to the oldest entry any group still needs; never past a group that lags,
@@ -79,12 +100,10 @@ def trim_acked(r: Redis, raw: Redis | None, stream: str, dry_run: bool = False,
             return TrimReport(stream, dry_run, entries, max(size, 0) if raw else size,
                               None if bound.keep_from is None else str(bound.keep_from),
                               bound.held_by, len(groups), int(r.xlen(stream)) - entries)
-        status, removed = run_script(r, "trim", [stream],
-                                     [str(bound.keep_from), str(bound.keep_from.prev()),
-                                      "=" if exact else "~", len(groups)])
-        if text(status) == "moved":
+        status, removed = _trim(r, stream, bound, len(groups), exact)
+        if status == "moved":
             continue
-        return TrimReport(stream, False, int(removed), size if removed == entries else -1,
+        return TrimReport(stream, False, removed, size if removed == entries else -1,
                           str(bound.keep_from), bound.held_by, len(groups),
                           int(r.xlen(stream)))
     return TrimReport(stream, dry_run, 0, 0, None, None, len(groups), int(r.xlen(stream)))
