@@ -10,7 +10,15 @@ from typing import Any
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from spark_eventbus.offsets import BatchOffset
-from tests.integration.helpers import driver_reader, produce, wait_for
+from tests.integration.helpers import (
+    driver_reader,
+    ids_of,
+    input_rows,
+    produce,
+    run_available_now,
+    stream_df,
+    wait_for,
+)
 
 MIB = 2**20
 
@@ -130,3 +138,13 @@ def test_available_now_never_waits_for_min_entries(redis_server, names):
     finally:
         reader.stop()
     assert sorted(i for b in batches for i in b) == sorted(ids)
+
+
+def test_a_query_under_available_now_keeps_the_byte_bound(spark, redis_server, names, tmp_path):
+    r = redis_server.client()
+    ids = produce(r, names["stream"], 7, payload=lambda i: "z" * 1000)  # ~1,020 B each
+    df = stream_df(spark, redis_server.url, names["stream"], names["group"],
+                   maxBytesPerTrigger=2500)
+    rows, q = run_available_now(df, tmp_path)
+    assert sorted(ids_of(rows)) == sorted(ids)
+    assert [n for n in input_rows(q) if n] == [2, 2, 2, 1]
