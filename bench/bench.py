@@ -91,7 +91,10 @@ def source_df(spark: Any, source: str, url: str, stream: str, group: str, per_tr
     if source == "floor":
         rows = sum(redis.Redis.from_url(url).xlen(s) for s in stream.split(","))
         return spark.readStream.format("floor").option("rows", str(rows)).load()
-    return (spark.readStream.format(source).option("url", url)
+    reader = spark.readStream.format(source.removesuffix("+trim"))
+    if source.endswith("+trim"):  # trimAcked (bench_trim): trims once a second
+        reader = reader.option("trimAcked", "true").option("trimIntervalMs", "1000")
+    return (reader.option("url", url)
             .option("stream", stream).option("group", group)
             .option("startingPosition", "earliest")
             .option("maxEntriesPerTrigger", str(per_trigger))
@@ -614,6 +617,30 @@ def _reader_run(r: redis.Redis, url: str, group: str, max_entries: int, n: int, 
     return res
 
 
+def bench_trim(r: redis.Redis, port: int, n: int) -> None:
+    """Redis CPU per entry of the reader with trimAcked=true against without (issue 24): two
+    streams of ``n`` entries, one query each, in fresh drivers of the same run."""
+    produce(r, WARMUP_ENTRIES, WARMUP)
+    url = f"redis://127.0.0.1:{port}/0"
+    res = {}
+    for trim in (False, True):
+        stream = f"{STREAM}:{'on' if trim else 'off'}"
+        produce(r, n, stream)
+        res[trim] = sub_driver("reader", url, stream, f"trim-{trim}", "100000",
+                               "eventbus+trim" if trim else "eventbus")
+        res[trim]["length_after"] = r.xlen(stream)
+        assert res[trim]["rows"] == n, res[trim]
+    off, on = res[False], res[True]
+    print(f"trimAcked  Redis CPU {on['redis_cpu_us']:.2f} us/entry with, "
+          f"{off['redis_cpu_us']:.2f} without = {on['redis_cpu_us'] / off['redis_cpu_us']:.2f}x; "
+          f"{on['rows_per_s']:,.0f} vs {off['rows_per_s']:,.0f} rows/s; stream length after "
+          f"{n:,} entries: {on['length_after']:,} with, {off['length_after']:,} without",
+          flush=True)
+    FIGURES["trim_acked"] = {"entries": n, "cpu_us_on": on["redis_cpu_us"],
+                             "cpu_us_off": off["redis_cpu_us"], "length_on": on["length_after"],
+                             "length_off": off["length_after"]}
+
+
 def bench_reader(r: redis.Redis, port: int, n: int) -> None:
     """The reader against a plain consumer loop (issue 2)."""
     t = time.perf_counter()
@@ -752,7 +779,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--entries", type=int, default=1_000_000)
-    ap.add_argument("--only", choices=("reader", "latency", "sink", "cluster", "replicas"),
+    ap.add_argument("--only", choices=("reader", "latency", "sink", "cluster", "replicas",
+                                         "trim"),
                     help="run one part only")
     args = ap.parse_args()
     n = args.entries
@@ -773,6 +801,9 @@ def main() -> None:
         if args.only in (None, "replicas"):
             r.flushall()
             bench_replicas(port, min(n, 200_000), work)
+        if args.only in (None, "trim"):
+            r.flushall()
+            bench_trim(r, port, min(n, 100_000))
         out = ROOT / ".bench"
         out.mkdir(exist_ok=True)
         (out / "figures.json").write_text(json.dumps(FIGURES, indent=1))

@@ -31,11 +31,12 @@ ROLES: dict[str, tuple[str, ...]] = {
     # spark.readStream: groups, claims (claim.lua, XREADGROUP, claim_record.lua) and plans
     # (plan_load.lua), reclaim (reclaim.lua), acks
     # (ack_range.lua, XACK), the consumer lease (lease.lua), executors' XRANGE replay and loss
-    # records (loss_record.lua, XPENDING + XACK of what is gone; loss_settle.lua).
+    # records (loss_record.lua, XPENDING + XACK of what is gone; loss_settle.lua); trimAcked
+    # (trim.lua: XTRIM MINID; XLEN).
     "streaming-reader": (*_CONNECT, *_SCRIPTS, "type", "xinfo|stream", "xinfo|groups",
                          "xgroup|create", "xreadgroup", "xautoclaim", "xpending", "xack",
                          "xrange", "xrevrange", "get", "set", "del", "pttl", "hget", "hexists",
-                         "hgetall", "hset", "hdel", "pexpire", "scan", *_WAIT),
+                         "hgetall", "hset", "hdel", "pexpire", "scan", "xtrim", "xlen", *_WAIT),
     # spark.read: XRANGE of a range, nothing written.
     "batch-reader": (*_CONNECT, "type", "xrange", "xrevrange"),
     # df.write / writeStream: a chunk as WATCH + MULTI/EXEC (XADD, trimming, markers), or
@@ -49,11 +50,11 @@ ROLES: dict[str, tuple[str, ...]] = {
                       "sadd", "srem", "pexpire", *_WAIT),
     # eventbus status (with the loss records), dlq list/show/replay, group create/seek (checks
     # the consumer leases), group accept-loss (loss_accept.lua), consumer forget (XPENDING +
-    # XCLAIM, then XGROUP DELCONSUMER)
+    # XCLAIM, then XGROUP DELCONSUMER), stream trim (trim.lua: XTRIM MINID)
     "cli": (*_CONNECT, *_SCRIPTS, "type", "xinfo|stream", "xinfo|groups", "xinfo|consumers",
             "xlen", "xrange", "xrevrange", "xadd", "xdel", "sismember", "sadd", "srem",
             "pexpire", "xgroup|create", "xgroup|setid", "xgroup|delconsumer", "xpending",
-            "xclaim", "get", "pttl", "hgetall", "hset", "scan"),
+            "xclaim", "get", "pttl", "hgetall", "hset", "scan", "xtrim"),
 }
 # Roles that also touch the connector's keys of each stream ({<tag>}:eventbus:*).
 _OWN_KEYS = {"streaming-reader", "sink", "acking-writer", "cli"}

@@ -26,6 +26,9 @@ log = logging.getLogger("spark_eventbus")
 
 # XAUTOCLAIM COUNT per script call: it scans at most 10x this many PEL entries.
 RECLAIM_PAGE = 500
+# ... under maxBytesPerTrigger: XAUTOCLAIM cannot bound bytes, so a reclaim page may pass the
+# bound by up to this many entries (docs: the README's maxBytesPerTrigger).
+RECLAIM_PAGE_BYTES_BOUND = 10
 
 
 @dataclass
@@ -53,6 +56,28 @@ class Claimer:
         self.reclaim_cursor: dict[str, str] = {}
         self.reclaim_done: set[str] = set()  # AvailableNow: PEL scanned once
         self.reclaim_checked = False  # a reclaim has run (see reclaim_all)
+        # (run, seq) -> [entries, bytes] this process claimed and reclaimed into that batch's
+        # plan: what maxBytesPerTrigger has left for it (a plan left by another driver: unknown)
+        self.sizes: dict[tuple[str, int], list[int]] = {}
+
+    def knows_size(self, run: str, seq: int) -> bool:
+        """Whether this process claimed everything in the plan of batch ``seq``, so that
+        maxBytesPerTrigger can top it up; a plan of a driver that died is shipped as it is."""
+        return (run, seq) in self.sizes
+
+    def _bytes_left(self, run: str, seq: int) -> tuple[int | None, bool]:
+        """maxBytesPerTrigger's room left in batch ``seq`` (None: no bound), and whether the
+        batch is still empty."""
+        entries, size = self.sizes.setdefault((run, seq), [0, 0])
+        for key in [k for k in self.sizes if k[1] < seq - 2]:
+            del self.sizes[key]
+        bound = self.options.max_bytes_per_trigger
+        return (None if bound is None else bound - size), entries == 0
+
+    def _count(self, run: str, seq: int, entries: int, size: int) -> None:
+        got = self.sizes.setdefault((run, seq), [0, 0])
+        got[0] += entries
+        got[1] += size
 
     def stop_at(self, last_ids: dict[str, str | None]) -> None:
         """``Trigger.AvailableNow``: claim nothing after these IDs (per stream; ``None``: the
@@ -128,8 +153,11 @@ class Claimer:
             return StreamBatch()  # the stream did not exist when AvailableNow began
         ranges = []
         while budget > 0 and not (stop is not None and stop.is_set()):
+            bytes_left, empty = self._bytes_left(run, seq)
+            if bytes_left is not None and bytes_left <= 0 and not empty:
+                break
             res = op.claim(min(chunk_size, budget), run, seq, stop_after,
-                           self.options.fail_on_data_loss)
+                           self.options.fail_on_data_loss, bytes_left, empty)
             if res.lost_after:
                 self._report_loss(name, res)
             if res.status == "nogroup":
@@ -138,6 +166,7 @@ class Claimer:
                     f"it was destroyed (XGROUP DESTROY) while the query ran. {GROUP_GONE_FIX}")
             if res.chunk is None:
                 break
+            self._count(run, seq, res.chunk.count, res.bytes)
             ranges.append(res.chunk)
             budget -= res.chunk.count
             if res.chunk.count < chunk_size:
@@ -153,9 +182,14 @@ class Claimer:
         cursor = self.reclaim_cursor.get(name, "0-0")
         stop_after = self.stop_after.get(name) if self.stop_after is not None else None
         # At most a few passes per batch: every XAUTOCLAIM call is bounded server-side.
-        for _ in range(max(4, budget // RECLAIM_PAGE + 2)):
-            res = op.reclaim(cursor, min(RECLAIM_PAGE, budget - len(taken)), o.claim_min_idle_ms,
+        page = RECLAIM_PAGE if o.max_bytes_per_trigger is None else RECLAIM_PAGE_BYTES_BOUND
+        for _ in range(max(4, budget // page + 2)):
+            bytes_left, empty = self._bytes_left(run, seq)
+            if bytes_left is not None and bytes_left <= 0 and not empty:
+                break
+            res = op.reclaim(cursor, min(page, budget - len(taken)), o.claim_min_idle_ms,
                              run, seq, o.max_deliveries, o.dead_letter_stream, protect_from)
+            self._count(run, seq, len(res.taken), res.bytes)
             taken += res.taken
             dead = res.dead_lettered
             if res.poison:

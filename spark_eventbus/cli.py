@@ -1,6 +1,6 @@
 """The operator's command line: ``eventbus status [--watch]``,
-``group create|seek|accept-loss``, ``consumer forget``, ``dlq list|show|replay``, ``acl-rule``
-and ``pyfiles``.
+``group create|seek|accept-loss``, ``stream trim``, ``consumer forget``,
+``dlq list|show|replay``, ``acl-rule`` and ``pyfiles``.
 
 Also ``python -m spark_eventbus``. Errors print one line and exit non-zero: 2 for bad
 arguments, 1 for Redis errors; never a traceback.
@@ -24,6 +24,7 @@ from .losses import RangeLoss, accept_command, listing
 from .options import starting_position
 from .redisio import consumers
 from .redisio.admin import Admin
+from .redisio.retention import TrimReport
 
 
 class _Parser(argparse.ArgumentParser):
@@ -64,6 +65,19 @@ def _format_loss(stream: str, group: str, rec: dict[str, Any]) -> list[str]:
         return [head, "    accepted: the query's next replay of the batch moves past them"]
     return [head, f"    to move past them once: {accept_command(stream, group, rec['consumer'])}"
                   " (docs/data-loss.md)"]
+
+
+def format_trim(rep: TrimReport) -> str:
+    if rep.keep_from is None:
+        return (f"stream {rep.stream}: nothing trimmed: "
+                + ("no consumer group reads it (a stream without groups is never trimmed)."
+                   if rep.groups == 0 else "the groups moved while trimming; run it again."))
+    verb = "would remove" if rep.dry_run else "removed"
+    size = "" if rep.bytes < 0 else f" ({rep.bytes} bytes of field names and values)"
+    return (f"stream {rep.stream}: {verb} {rep.entries} entries{size}, before {rep.keep_from}; "
+            f"{rep.length} entries {'would ' if rep.dry_run else ''}remain. Group "
+            f"{rep.held_by!r} holds the rest back: it still needs {rep.keep_from} (its oldest "
+            "pending entry or the entry after its last-delivered-id).")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,6 +130,12 @@ def main(argv: list[str] | None = None) -> int:
                                        "of the group with a loss recorded)")
     al.add_argument("--batch", type=int, help="only this batch number")
     al.add_argument("--json", action="store_true", help="machine-readable output")
+    stm = sub.add_parser("stream", help="stream operations")
+    ssub = stm.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    tr = ssub.add_parser("trim", help="remove the entries every consumer group has acked")
+    tr.add_argument("--stream", required=True)
+    tr.add_argument("--dry-run", action="store_true", help="count, remove nothing")
+    tr.add_argument("--json", action="store_true", help="machine-readable output")
     con = sub.add_parser("consumer", help="consumer operations")
     csub = con.add_subparsers(dest="action", required=True, parser_class=_Parser)
     fg = csub.add_parser("forget", help="move a consumer's pending entries to another "
@@ -231,6 +251,10 @@ def _run(args: argparse.Namespace, admin: Admin) -> int:
             time.sleep(args.watch)
     if args.command == "group":
         return _group(args, admin)
+    if args.command == "stream":
+        report = admin.trim_stream(args.stream, args.dry_run)
+        _print(args, report.to_json(), format_trim(report))
+        return 0
     if args.command == "consumer":
         moved = admin.forget_consumer(args.stream, args.group, args.name, args.to)
         _print(args, {"consumer": args.name, "moved_to": args.to, "moved": moved},

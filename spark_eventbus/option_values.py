@@ -153,6 +153,19 @@ def value_schema(raw: str, name: str) -> str:
 _AGE_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
+def duration_ms(raw: str, name: str) -> int:
+    """A duration such as ``15m``, ``30s``, ``500ms``, ``1h`` or ``1d`` (a bare number: ms)."""
+    lowered = raw.strip().lower()
+    for unit in ("ms", "s", "m", "h", "d"):
+        number = lowered[: -len(unit)].strip()
+        if lowered.endswith(unit) and number.isdigit():
+            return int(number) * _AGE_UNITS[unit]
+    if lowered.isdigit():
+        return int(lowered)
+    raise ConfigError(f"option '{name}' = {raw!r} is invalid: expected a duration such as "
+                      "'15m', '30s', '500ms', '1h' or a number of milliseconds.")
+
+
 def parse_min_id(raw: str) -> tuple[str | None, int | None]:
     """``minId``: a stream ID (``1700000000000-0`` or ``1700000000000``) or an age such as
     ``7d``, ``24h``, ``30m``, ``90s``, ``500ms`` (entries older than that are trimmed).

@@ -37,6 +37,7 @@ from .option_values import (  # the table's parsers; cli imports starting_positi
     Parser,
     boolean,
     choice,
+    duration_ms,
     existing_file,
     key_name,
     one_stream,
@@ -115,6 +116,19 @@ OPTIONS: tuple[Option, ...] = (
            frozenset({STREAMING})),
     Option("maxEntriesPerTrigger", "max_entries_per_trigger",
            whole(1, 10_000_000, "it bounds the entries of one micro-batch"), 100_000,
+           frozenset({STREAMING})),
+    Option("maxBytesPerTrigger", "max_bytes_per_trigger",
+           whole(1, 2**40, "it bounds the bytes (field names + values) of one micro-batch; "
+                 "leave it out for no byte bound"), None, frozenset({STREAMING})),
+    Option("minEntriesPerTrigger", "min_entries_per_trigger",
+           whole(1, 10_000_000, "a batch waits for that many entries, at most "
+                 "maxTriggerDelay; leave it out to start batches at once"), None,
+           frozenset({STREAMING})),
+    Option("maxTriggerDelay", "max_trigger_delay_ms", duration_ms, 15 * 60_000,
+           frozenset({STREAMING})),
+    Option("trimAcked", "trim_acked", boolean, False, frozenset({STREAMING})),
+    Option("trimIntervalMs", "trim_interval_ms",
+           whole(0, 2**31 - 1, "it is the least time between two trims of trimAcked"), 10_000,
            frozenset({STREAMING})),
     Option("numPartitions", "num_partitions",
            whole(1, 10_000, "it is the number of Spark partitions per batch"), 2,
@@ -265,6 +279,11 @@ class ReaderOptions(_Connected):
     group: str | None = None  # None for batch reads
     stream_pattern: str | None = None  # streaming: streams discovered by SCAN MATCH instead
     discovery_interval_ms: int = 30_000
+    max_bytes_per_trigger: int | None = None
+    min_entries_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60_000
+    trim_acked: bool = False
+    trim_interval_ms: int = 10_000
 
     @property
     def consumer_name(self) -> str:
@@ -310,6 +329,22 @@ def parse_reader_options(raw: Mapping[str, Any], *, streaming: bool, warn: bool 
             raise ConfigError(
                 f"option 'deadLetterStream' = {v['dead_letter_stream']!r} is also a source "
                 "stream; use a separate key such as 'orders:dlq'.")
+        low, high = v["min_entries_per_trigger"], v["max_entries_per_trigger"]
+        if low is not None and low > high:
+            raise ConfigError(
+                f"option 'minEntriesPerTrigger' = {low} is more than option "
+                f"'maxEntriesPerTrigger' = {high}: no batch could ever hold it; lower "
+                "minEntriesPerTrigger or raise maxEntriesPerTrigger.")
+        if warn and "maxtriggerdelay" in given and low is None:
+            log.warning("spark-eventbus: option 'maxTriggerDelay' has no effect without "
+                        "option 'minEntriesPerTrigger'.")
+        if warn and "trimintervalms" in given and not v["trim_acked"]:
+            log.warning("spark-eventbus: option 'trimIntervalMs' has no effect without option "
+                        "'trimAcked' = 'true'.")
+        if warn and v["trim_acked"] and v["ack_mode"] == "none":
+            log.warning("spark-eventbus: option 'trimAcked' trims nothing with ackMode=none: "
+                        "this query's entries stay pending, and pending entries are never "
+                        "trimmed.")
         if warn and v["ack_mode"] == "none":
             for key in ("claimminidlems", "reclaimmaxentries", "maxdeliveries"):
                 if key in given:

@@ -94,6 +94,33 @@ def stream_grants(left: int | None, streams: int) -> list[int]:
     return share_budget(left, [left] * streams)
 
 
+# -- trigger controls: maxBytesPerTrigger, minEntriesPerTrigger / maxTriggerDelay ------------------
+
+
+def entries_within(sizes: Sequence[int], bytes_left: int, batch_empty: bool) -> int:
+    """How many of the next entries (``sizes``: bytes of each, names + values, in order) fit in
+    ``bytes_left``. The first always goes when the batch is still empty: an entry larger than
+    ``maxBytesPerTrigger`` makes a batch of its own rather than wedge the query."""
+    n, total = 0, 0
+    for size in sizes:
+        if total + size > bytes_left and not (batch_empty and n == 0):
+            break
+        total += size
+        n += 1
+    return n
+
+
+def should_wait(min_entries: int | None, available: int | None, waited_ms: float,
+                max_delay_ms: int) -> bool:
+    """``minEntriesPerTrigger``: hold the next batch back while fewer than ``min_entries`` are
+    available and the last batch is less than ``max_delay_ms`` ago. ``available`` None (the
+    server cannot count the lag, see the README) never holds a batch back: waiting on a number
+    nobody knows could wait the whole delay for nothing."""
+    if min_entries is None or available is None:
+        return False
+    return available < min_entries and waited_ms < max_delay_ms
+
+
 @dataclass(frozen=True)
 class Slice:
     """Work of one Spark partition on one stream (a partition holds one or more)."""

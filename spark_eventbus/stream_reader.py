@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -37,6 +37,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from .capabilities import require_scripting
 from .claimer import Claimer, SourceMetrics
 from .keys import BOOKKEEPING_TTL_MS
 from .lease import ConsumerLease
@@ -44,9 +45,9 @@ from .offsets import BatchOffset, StreamBatch
 from .options import ReaderOptions
 from .partition_reader import read_slices
 from .partitions import ReadSpec, SlicePartition
-from .planning import first_claim_allowance, pack_partitions, preclaim_allowance
+from .planning import first_claim_allowance, pack_partitions, preclaim_allowance, should_wait
 from .prefetch import Prefetcher
-from .redisio import ConsumerOps, consumers, preflight, wait_for_writes
+from .redisio import ConsumerOps, capabilities_of, consumers, preflight, wait_for_writes
 
 log = logging.getLogger("spark_eventbus")
 
@@ -65,6 +66,9 @@ class ClaimState:
     planned_once: bool = False  # latestOffset has run in this driver
     closed: tuple[str, int] | None = None  # the committed batch _close_committed finished
     idle: tuple[str, int] | None = None  # latestOffset found nothing for this batch number
+    # when latestOffset last returned a new batch (or the driver started): maxTriggerDelay
+    last_batch_at: float = field(default_factory=time.monotonic)
+    last_trim_at: float = 0.0  # trimAcked: when the streams were last trimmed
 
 
 class _Driver:
@@ -73,6 +77,10 @@ class _Driver:
     def __init__(self, opts: ReaderOptions) -> None:
         assert opts.group is not None
         preflight(opts.connection)  # waitReplicas / waitAof: what the server can do
+        # Capabilities checked once, before anything is created: never mid-query.
+        self.capabilities = capabilities_of(opts.connection)
+        require_scripting(self.capabilities, "spark.readStream (a streaming read)",
+                          opts.connection.display)
         self.opts = opts
         self.ops: dict[str, ConsumerOps] = {}
         self.discovered_at = time.monotonic()
@@ -211,11 +219,17 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                 "a previous driver for batch %d", residue.count, name, seq)
                 batches[name] = residue
         used = sum(b.count for b in batches.values())
+        if self._hold_back(limit, used):  # minEntriesPerTrigger: not enough yet
+            self._close_committed(begin)
+            return start
 
         # 2. Top up within the allowance (planning.first_claim_allowance). Entries of `begin`
         #    are committed but not acked yet: protected from reclaim.
         allowed = first_claim_allowance(budget, used, interrupted, o.num_partitions,
                                         len(self.ops))
+        if o.max_bytes_per_trigger is not None and used \
+                and not d.claimer.knows_size(begin.run, seq):
+            allowed = 0  # a plan left by a driver that died: its bytes are unknown, ship it
         probes = d.claimer.probe() if allowed is None or allowed > 0 else None
         if allowed is None or allowed > 0:
             for name, got in d.claimer.reclaim_all(allowed, begin.run, seq, begin.seq,
@@ -237,6 +251,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 # workers of this query's tasks (reader and sink), so that the first entries
                 # to arrive do not wait for that start-up (partitions() below).
                 self._start_prefetch(begin, budget, seq + 1)
+                d.claims.last_batch_at = time.monotonic()
                 return BatchOffset(begin.run, seq, {}).to_json()
             self._close_committed(begin)
             d.claims.idle = (begin.run, seq)
@@ -248,7 +263,27 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         BOOKKEEPING_TTL_MS, f"recording the claim plan of batch {seq}",
                         create=False)
         self._start_prefetch(begin, budget, seq + 1)
+        d.claims.last_batch_at = time.monotonic()
         return BatchOffset(begin.run, seq, batches).to_json()
+
+    def _hold_back(self, limit: ReadLimit, used: int) -> bool:
+        """``minEntriesPerTrigger``: whether the next batch waits, with ``used`` entries already
+        planned for it. Available = those + the groups' lag (``XINFO GROUPS``, or counted:
+        ``ConsumerOps.available``); idle entries to reclaim are not counted. Never under
+        ``Trigger.AvailableNow``, never past ``maxTriggerDelay`` since the last batch, never
+        when the number available is unknown."""
+        o, d = self.options, self.driver
+        if o.min_entries_per_trigger is None or d.claimer.stop_after is not None \
+                or isinstance(limit, ReadAllAvailable):
+            return False
+        waited_ms = (time.monotonic() - d.claims.last_batch_at) * 1000
+        if waited_ms >= o.max_trigger_delay_ms:
+            return False
+        need = o.min_entries_per_trigger - used
+        lags = [op.available(need) for op in self.ops.values()] if need > 0 else []
+        available = None if None in lags else used + sum(x for x in lags if x is not None)
+        return should_wait(o.min_entries_per_trigger, available, waited_ms,
+                           o.max_trigger_delay_ms)
 
     def reportLatestOffset(self) -> dict | None:
         """Progress (``latestOffset`` of the source in each ``StreamingQueryProgress``): per
@@ -336,6 +371,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         op.ack(StreamBatch.from_json(plan))
         self._ack(committed)
         consumers.drop_plans(ops, [list(plans[name]) for name in self.ops])
+        self._trim_acked()
 
     def _ack(self, offset: BatchOffset) -> None:
         claims = self.driver.claims
@@ -345,6 +381,18 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if name in self.ops:
                 self.ops[name].ack(batch)
         claims.acked_seq = offset.seq
+
+    def _trim_acked(self) -> None:
+        """``trimAcked``: after acks, at most once per ``trimIntervalMs``, remove from each
+        stream what every group has acked (never an entry pending anywhere, never past a group
+        that lags: :mod:`.redisio.retention`)."""
+        claims, o = self.driver.claims, self.options
+        now = time.monotonic()
+        if not o.trim_acked or (now - claims.last_trim_at) * 1000 < o.trim_interval_ms:
+            return
+        claims.last_trim_at = now
+        for op in self.ops.values():
+            op.trim_acked()
 
     # -- the prefetcher: ack and pre-claim while Spark runs the batch --------------------------
 

@@ -10,7 +10,8 @@
 -- ARGV[1] group, ARGV[2] consumer, ARGV[3] run, ARGV[4] seq,
 -- ARGV[5] stop after this ID ('' = no bound; Trigger.AvailableNow), ARGV[6] 'fail' | 'skip',
 -- ARGV[7] lease token ('<run> <owner>'; '' = not fenced)
--- Returns {status, lost_after, lost_before, lost_count}; status is read (run the XREADGROUP now),
+-- Returns {status, lost_after, lost_before, lost_count, delivered}; status is read (run the
+-- XREADGROUP now; delivered: the group's last-delivered-id, which it reads after),
 -- empty, done, loss or nogroup. lost_* describe entries deleted or trimmed before the group
 -- read them: IDs after lost_after and before lost_before ('' = unknown, '(' prefix = up to and
 -- including), lost_count of them (-1 = unknown). {'fenced', holder}: another query holds the
@@ -74,4 +75,4 @@ local plan = load_plan(plan_key, ARGV[3], ARGV[4])
 resolve_intent(stream, group, consumer, plan_key, plan, '+')  -- one left by a claim cut short
 plan.claiming = {after = delivered}
 save_plan(plan_key, plan)
-return {'read', lost_after, lost_before, lost_count}
+return {'read', lost_after, lost_before, lost_count, delivered}

@@ -14,7 +14,8 @@
 -- fenced)
 -- Returns {next_cursor, {id, deliveries, id, deliveries, ...}, dead_lettered, {deleted ids no
 --          plan of this run from ARGV[9] on holds},
---          {id, deliveries, ...} of entries to dead-letter (ARGV[10] = '0')}; {'fenced', holder}:
+--          {id, deliveries, ...} of entries to dead-letter (ARGV[10] = '0'),
+--          bytes of the taken entries (names + values: maxBytesPerTrigger)}; {'fenced', holder}:
 -- another query holds the consumer's lease, nothing was done.
 local stream, plan_key, dlq = KEYS[1], KEYS[2], KEYS[3]
 local group, consumer = ARGV[1], ARGV[2]
@@ -58,7 +59,7 @@ for _, id in ipairs(deleted) do
   if not in_plan(id) then gone[#gone + 1] = id end
 end
 
-local taken, dead, poison = {}, 0, {}
+local taken, dead, poison, size = {}, 0, {}, 0
 for _, e in ipairs(claimed) do
   local id, fields = e[1], e[2]
   if not fields then
@@ -78,10 +79,11 @@ for _, e in ipairs(claimed) do
       dead = dead + 1
     else
       plan.reclaimed[#plan.reclaimed + 1] = {id, deliveries}
+      for _, f in ipairs(fields) do size = size + #f end
       taken[#taken + 1] = id
       taken[#taken + 1] = deliveries
     end
   end
 end
 if #taken > 0 then save_plan(plan_key, plan) end
-return {r[1], taken, dead, gone, poison}
+return {r[1], taken, dead, gone, poison, size}

@@ -21,6 +21,7 @@ from __future__ import annotations
 from . import consumers
 from .base import RedisError, ResponseError
 from .boundary import GROUP_GONE_FIX, redis_errors, translate
+from .capabilities import capabilities_of, server_capabilities
 from .client import ConnectionSpec, Redis, client, is_cluster, new_client
 from .deadletter import dead_letter, dead_letter_entries, replay_page
 from .durability import ReplicationError, preflight, wait_for_writes
@@ -66,6 +67,7 @@ __all__ = [
     "ack_entries",
     "ack_gone",
     "add_chunk",
+    "capabilities_of",
     "check_streams",
     "client",
     "consumer_taken_over",
@@ -85,6 +87,7 @@ __all__ = [
     "replay_page",
     "run_script",
     "script_text",
+    "server_capabilities",
     "settle_losses",
     "stream_exists",
     "stream_span",

@@ -19,6 +19,7 @@ from .client import ConnectionSpec, client
 from .deadletter import replay_page
 from .group import before_first_entry
 from .losses import accept_losses, loss_records
+from .retention import TrimReport, trim_acked
 from .streams import key_type, stream_exists, text
 
 _T = TypeVar("_T")
@@ -254,6 +255,11 @@ class Admin:
                     ) -> list[LossRecord]:
         return self._call("running group accept-loss", accept_loss, stream, group, consumer,
                           seq)
+
+    def trim_stream(self, stream: str, dry_run: bool) -> TrimReport:
+        with redis_errors("running stream trim", self.spec):
+            return trim_acked(client(self.spec), client(self.spec, raw_entries=True), stream,
+                              dry_run)
 
     def forget_consumer(self, stream: str, group: str, name: str, to: str) -> int:
         return self._call("running consumer forget", forget_consumer, stream, group, name, to)

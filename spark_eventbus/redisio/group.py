@@ -14,20 +14,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import resp
+from ..capabilities import Capabilities
 from ..errors import ConfigError, EventBusConnectionError
 from ..ids import StreamId
 from ..keys import lease_key, plan_key
 from ..offsets import ClaimedRange, StreamBatch
+from ..planning import entries_within
 from .base import CLUSTER_REDIRECTS, Redis, ResponseError
 from .boundary import redis_errors
+from .capabilities import server_capabilities
 from .client import ConnectionSpec, client, is_cluster
 from .deadletter import dead_letter, same_slot
 from .losses import settle_losses
+from .retention import trim_acked
 from .scripts import run_script
 from .streams import (
     ACK_CHUNK,
-    entry_ids,
+    entry_sizes,
     key_type,
+    read_entries,
     send_packed,
     stream_exists,
     text,
@@ -39,6 +44,8 @@ log = logging.getLogger("spark_eventbus")
 # committed range is one plain XACK of its IDs instead of ack_range (XPENDING + XACK in Lua).
 # Ranges beyond this budget, and ranges of plans left by an earlier driver, use ack_range.
 ACK_ID_CACHE_BYTES = 64 * 1024 * 1024
+# minEntriesPerTrigger where the server cannot tell the lag: entries counted with one XRANGE
+COUNT_AHEAD_MAX = 10_000
 
 
 def consumer_taken_over(consumer: str, group: str, stream: str, holder: str) -> ConfigError:
@@ -53,11 +60,12 @@ def consumer_taken_over(consumer: str, group: str, stream: str, holder: str) -> 
 
 @dataclass(frozen=True)
 class ClaimResult:
-    status: str  # ok, empty, done, loss, nogroup
+    status: str  # ok, empty, full (the next entry exceeds the byte bound), done, loss, nogroup
     chunk: ClaimedRange | None
     lost_after: str  # entries after this ID ...
     lost_before: str  # ... and before this one ('' unknown; '(' prefix: up to and including)
     lost_count: int  # -1: unknown
+    bytes: int = 0  # of the chunk's entries (names + values)
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,7 @@ class ReclaimResult:
     # (id, deliveries) over maxDeliveries, left pending: their dead-letter stream is in another
     # cluster slot, so the caller moves them (redisio.deadletter)
     poison: tuple[tuple[str, int], ...] = ()
+    bytes: int = 0  # of the taken entries (names + values)
 
 
 @dataclass(frozen=True)
@@ -125,6 +134,11 @@ class ConsumerOps:
             yield
 
     # -- setup ---------------------------------------------------------------------------------
+
+    def capabilities(self) -> Capabilities:
+        """The server's family, version and features (:mod:`.capabilities`): once, at start."""
+        with self._errors("checking the server's capabilities"):
+            return server_capabilities(self.redis)
 
     def ensure_group(self, starting_position: str) -> bool:
         """Create the group (and the stream, ``MKSTREAM``) if missing. Idempotent.
@@ -210,37 +224,49 @@ class ConsumerOps:
                 self.redis.hdel(self.plan_key, *fields)
 
     def claim(self, count: int, run: str, seq: int, stop_after: str | None,
-              fail_on_loss: bool) -> ClaimResult:
+              fail_on_loss: bool, bytes_left: int | None = None, batch_empty: bool = True
+              ) -> ClaimResult:
         """Claim at most ``count`` new entries with one ``XREADGROUP >``, recorded in the plan.
 
         Three steps: ``claim.lua`` checks for lost entries and writes the claim's intent into
         the plan; this client runs the XREADGROUP (raw replies: no Lua table of the entries in
         Redis, no dict per entry here); ``claim_record.lua`` records the chunk. A driver killed
         in between leaves the intent, which the next plan read closes from this consumer's PEL.
+
+        ``bytes_left`` (``maxBytesPerTrigger``): the entries after the group's position are
+        sized first (one ``XRANGE``) and only those that fit are claimed
+        (:func:`.planning.entries_within`; one oversized entry when ``batch_empty``).
         """
         with self._errors("claiming new entries"):
             res = run_script(self.redis, "claim", [self.stream, self.plan_key, self.lease_key],
                              [self.group, self.consumer, run, str(seq), stop_after or "",
                               "fail" if fail_on_loss else "skip", self.lease_token])
             self._check_fence(res)
-            status, lost_after, lost_before, lost_count = (text(x) for x in res)
-            chunk = None
+            status, lost_after, lost_before, lost_count = (text(x) for x in res[:4])
+            chunk, size = None, 0
             if status == "read":
-                ids = entry_ids(self.raw.execute_command(
+                if bytes_left is not None:
+                    ahead = self.raw.execute_command("XRANGE", self.stream,
+                                                     "(" + text(res[4]), "+", "COUNT", count)
+                    count = entries_within(entry_sizes(ahead or []), bytes_left, batch_empty)
+                entries = read_entries(self.raw.execute_command(
                     "XREADGROUP", "GROUP", self.group, self.consumer, "COUNT", count,
-                    "STREAMS", self.stream, ">"))
+                    "STREAMS", self.stream, ">")) if count > 0 else []
+                ids = [e[0] for e in entries]
                 if ids:
                     chunk = ClaimedRange(text(ids[0]), text(ids[-1]), len(ids))
+                    if bytes_left is not None:
+                        size = sum(entry_sizes(entries))
                 bounds = [chunk.first, chunk.last, chunk.count] if chunk else ["", "", 0]
                 run_script(self.redis, "claim_record", [self.stream, self.plan_key],
                            [self.group, self.consumer, run, str(seq), *bounds])
-                status = "ok" if chunk else "empty"
+                status = "ok" if chunk else ("full" if count == 0 else "empty")
                 if chunk is not None and self.cache_ack_ids \
                         and self._ack_ids_bytes < ACK_ID_CACHE_BYTES:
                     packed = resp.bulks(ids)
                     self._ack_ids[chunk] = packed
                     self._ack_ids_bytes += len(packed)
-        return ClaimResult(status, chunk, lost_after, lost_before, int(lost_count))
+        return ClaimResult(status, chunk, lost_after, lost_before, int(lost_count), size)
 
     def reclaim(self, cursor: str, count: int, min_idle_ms: int, run: str, seq: int,
                 max_deliveries: int, dead_letter_stream: str | None, protect_from: int
@@ -257,9 +283,9 @@ class ConsumerOps:
                               str(seq), max_deliveries, protect_from, "1" if here else "0",
                               self.lease_token])
         self._check_fence(res)
-        next_cursor, flat, dead, deleted, poison = res
+        next_cursor, flat, dead, deleted, poison, size = res
         return ReclaimResult(text(next_cursor), _pairs(flat), int(dead),
-                             tuple(text(d) for d in deleted), _pairs(poison))
+                             tuple(text(d) for d in deleted), _pairs(poison), int(size))
 
     def _check_fence(self, reply: list[Any]) -> None:
         if text(reply[0]) == "fenced":
@@ -321,6 +347,15 @@ class ConsumerOps:
             return None
         return sum(int(n) for n in replies)
 
+    # -- retention -----------------------------------------------------------------------------
+
+    def trim_acked(self) -> int:
+        """``trimAcked``: remove the entries every group of the stream has acked, in whole
+        stream nodes (``XTRIM MINID ~``, bounded work; :func:`.retention.trim_acked`). The
+        number removed."""
+        with self._errors("trimming acked entries"):
+            return trim_acked(self.redis, None, self.stream, exact=False).entries
+
     # -- progress ------------------------------------------------------------------------------
 
     def last_generated_id(self) -> str | None:
@@ -353,6 +388,21 @@ class ConsumerOps:
                         self.stream, exc)
             return GroupStats(None, None, None)
         return GroupStats(None, None, None)
+
+    def available(self, need: int) -> int | None:
+        """How many new entries the group can read, counted up to ``need`` at least
+        (``minEntriesPerTrigger``): the lag where the server knows it, else the entries after
+        ``last-delivered-id`` counted with one bounded ``XRANGE`` (at most
+        :data:`COUNT_AHEAD_MAX`); None when still unknown."""
+        stats = self.stats()
+        if stats.lag is not None or stats.last_delivered is None:
+            return stats.lag
+        if need > COUNT_AHEAD_MAX:
+            return None
+        with self._errors("counting new entries"):
+            return len(self.raw.execute_command("XRANGE", self.stream,
+                                                "(" + stats.last_delivered, "+", "COUNT", need)
+                       or [])
 
     def _lag(self, group: dict[str, Any]) -> int | None:
         """The server's ``lag``, checked against the positions the connector knows.

@@ -57,10 +57,27 @@ def xrange_pages(r: Redis, stream: str, start: str, end: str, page: int
 def entry_ids(reply: Any) -> list[bytes]:
     """The entry IDs of a raw one-stream ``XREAD``/``XREADGROUP`` reply (RESP3: a map of stream
     to entries; RESP2: a list of [stream, entries]; nil when nothing was read)."""
+    return [e[0] for e in read_entries(reply)]
+
+
+def read_entries(reply: Any) -> Any:
+    """The raw entries of a one-stream ``XREAD``/``XREADGROUP`` reply (see :func:`entry_ids`)."""
     if not reply:
         return []
-    entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
-    return [e[0] for e in entries]
+    return next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
+
+
+def entry_sizes(entries: Sequence[Any]) -> list[int]:
+    """Bytes of each raw entry (``[id, [field, value, ...]]``): field names + values, what
+    ``maxBytesPerTrigger`` counts."""
+    sizes = []
+    for e in entries:
+        fields = e[1] or []
+        if isinstance(fields, dict):
+            sizes.append(sum(len(k) + len(v) for k, v in fields.items()))
+        else:
+            sizes.append(sum(len(x) for x in fields))
+    return sizes
 
 
 def xack(r: Redis, stream: str, group: str, ids: Sequence[str], per_call: int = ACK_CHUNK

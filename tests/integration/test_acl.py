@@ -47,10 +47,11 @@ def test_streaming_reader_role_with_dead_lettering(spark, redis_server, tmp_path
     time.sleep(0.3)
     url = _user(r, redis_server, "streaming-reader", [stream], dlq)
     df = stream_df(spark, url, stream, "g", maxEntriesPerTrigger=1000, claimMinIdleMs=200,
-                   maxDeliveries=2, deadLetterStream=dlq)
+                   maxDeliveries=2, deadLetterStream=dlq, trimAcked="true", trimIntervalMs=0)
     rows, _ = run_available_now(df, tmp_path)
     assert Counter(row["id"] for row in rows) == Counter(ids[20:])
     assert r.xlen(dlq) == 20 and pending(r, stream, "g") == 0
+    assert r.xlen(stream) < 3_000  # trimAcked ran (XTRIM in trim.lua) under the rule
 
 
 def test_batch_reader_role(spark, redis_server):
@@ -133,6 +134,8 @@ def test_cli_role(redis_server, capsys):
     assert "STOPPED on lost entries" in capsys.readouterr().out
     assert cli(["--url", url, "group", "accept-loss", "--stream", stream, "--group", "g"]) == 0
     assert "Accepted the loss of 2 entries" in capsys.readouterr().out
+    assert cli(["--url", url, "stream", "trim", "--stream", stream]) == 0
+    assert "entries" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("drop", ["+xautoclaim", "+xreadgroup", "+evalsha"])

@@ -45,6 +45,11 @@ def test_option_names_are_case_insensitive_and_streams_split_on_commas():
     ({"startingPosition": "yesterday"}, "or a timestamp, epoch milliseconds"),
     ({"startingPosition": "1969-12-31T23:59:59Z"}, "is before 1970"),
     ({"valueSchema": "a MAP<INT, STRING>"}, "MAP<STRING"),
+    ({"maxBytesPerTrigger": "0"}, "'maxBytesPerTrigger' = '0' is invalid"),
+    ({"minEntriesPerTrigger": "-1"}, "'minEntriesPerTrigger' = '-1' is invalid"),
+    ({"maxTriggerDelay": "soon"}, "'maxTriggerDelay' = 'soon' is invalid: expected a duration"),
+    ({"minEntriesPerTrigger": "20", "maxEntriesPerTrigger": "10"},
+     "'minEntriesPerTrigger' = 20 is more than option 'maxEntriesPerTrigger' = 10"),
 ])
 def test_invalid_values_name_the_option_and_the_fix(extra, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
@@ -54,6 +59,21 @@ def test_invalid_values_name_the_option_and_the_fix(extra, message):
 def test_a_stream_pattern_replaces_the_stream_list():
     o = parse_reader_options({"streamPattern": "tenant:*", "group": "g"}, streaming=True)
     assert (o.streams, o.stream_pattern, o.discovery_interval_ms) == ((), "tenant:*", 30_000)
+
+
+def test_trigger_controls_default_off_with_kafkas_15_minute_delay(caplog):
+    o = parse_reader_options(BASE, streaming=True)
+    assert (o.max_bytes_per_trigger, o.min_entries_per_trigger) == (None, None)
+    assert o.max_trigger_delay_ms == 15 * 60_000
+    o = parse_reader_options({**BASE, "maxBytesPerTrigger": "1048576", "minEntriesPerTrigger":
+                              "500", "maxTriggerDelay": "30s"}, streaming=True)
+    assert (o.max_bytes_per_trigger, o.min_entries_per_trigger) == (1_048_576, 500)
+    assert o.max_trigger_delay_ms == 30_000
+    assert parse_reader_options({**BASE, "minEntriesPerTrigger": "1", "maxTriggerDelay": "250"},
+                                streaming=True).max_trigger_delay_ms == 250
+    with caplog.at_level(logging.WARNING, "spark_eventbus"):
+        parse_reader_options({**BASE, "maxTriggerDelay": "1m"}, streaming=True)
+    assert "'maxTriggerDelay' has no effect without option 'minEntriesPerTrigger'" in caplog.text
 
 
 def test_batch_reads_need_no_group_but_check_the_id_range():

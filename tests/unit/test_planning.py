@@ -14,10 +14,12 @@ from spark_eventbus.planning import (
     SYNC_CLAIM_ENTRIES,
     UNBOUNDED_GRANT,
     claim_chunk_size,
+    entries_within,
     first_claim_allowance,
     pack_partitions,
     preclaim_allowance,
     share_budget,
+    should_wait,
     split_id_range,
     split_partitions,
     stream_grants,
@@ -173,3 +175,30 @@ def test_property_stream_grants_share_exactly_the_budget(left, streams):
 def test_property_first_claim_never_exceeds_the_budget(budget, used, interrupted, parts, streams):
     allowed = first_claim_allowance(budget, used, interrupted, parts, streams)
     assert allowed is not None and 0 <= allowed <= max(0, budget - used)
+
+
+def test_entries_within_a_byte_bound_and_an_oversized_entry_goes_alone():
+    assert entries_within([100, 100, 100], 250, batch_empty=True) == 2
+    assert entries_within([100, 100, 100], 300, batch_empty=False) == 3
+    assert entries_within([100, 2**20, 100], 1000, batch_empty=True) == 1  # stops before 1 MiB
+    # an entry larger than the bound: alone in an empty batch, never wedging the query ...
+    assert entries_within([2**20, 100], 1000, batch_empty=True) == 1
+    # ... but not added to a batch that holds entries already
+    assert entries_within([2**20, 100], 1000, batch_empty=False) == 0
+    assert entries_within([], 1000, batch_empty=True) == 0
+
+
+@given(st.lists(st.integers(1, 10_000), max_size=50), st.integers(1, 50_000), st.booleans())
+def test_property_entries_within_never_passes_the_bound_but_by_one_lone_entry(sizes, left,
+                                                                              empty):
+    n = entries_within(sizes, left, empty)
+    assert sum(sizes[:n]) <= left or (n == 1 and empty)
+    assert n == len(sizes) or sum(sizes[:n + 1]) > left
+
+
+def test_min_entries_waits_until_enough_or_the_delay_has_passed():
+    assert should_wait(100, 99, waited_ms=10, max_delay_ms=1000)
+    assert not should_wait(100, 100, waited_ms=10, max_delay_ms=1000)
+    assert not should_wait(100, 5, waited_ms=1000, max_delay_ms=1000)  # the delay releases it
+    assert not should_wait(None, 0, waited_ms=0, max_delay_ms=1000)  # option not set
+    assert not should_wait(100, None, waited_ms=0, max_delay_ms=1000)  # lag unknown: no wait

@@ -1,0 +1,60 @@
+"""What a server can do, and what the options ask of it: checked once when a query starts
+(``load()``/``start()``), never mid-query. Pure; the probe is
+:func:`spark_eventbus.redisio.capabilities.server_capabilities`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import ConfigError
+
+# First versions with each command, per server family.
+_WAITAOF = {"redis": (7, 2, 0), "valkey": (7, 2, 0)}  # Valkey forked from Redis 7.2.4
+_XACKDEL = {"redis": (8, 2, 0), "valkey": (9, 2, 0)}
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """A server's family (``redis`` or ``valkey``), version, and the features the connector
+    may use: Lua scripting (Valkey can run without its Lua engine; None: the user may not load
+    scripts, so it is unknown), ``WAITAOF`` (Redis >= 7.2), ``XACKDEL`` (Redis >= 8.2,
+    Valkey >= 9.2)."""
+
+    family: str
+    version: tuple[int, int, int]
+    has_lua: bool | None
+
+    @property
+    def has_waitaof(self) -> bool:
+        return self.version >= _WAITAOF.get(self.family, (99, 0, 0))
+
+    @property
+    def has_xackdel(self) -> bool:
+        return self.version >= _XACKDEL.get(self.family, (99, 0, 0))
+
+    @property
+    def display(self) -> str:
+        return f"{self.family} {'.'.join(map(str, self.version))}"
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """``7.0.15`` → (7, 0, 15); missing or odd parts are 0."""
+    parts = [*(int(p) if p.isdigit() else 0 for p in text.strip().split(".")[:3]), 0, 0, 0]
+    return parts[0], parts[1], parts[2]
+
+
+def require_scripting(caps: Capabilities, what: str, server: str) -> None:
+    """``what`` (a part of the connector) runs Lua scripts: refuse a server without them."""
+    if caps.has_lua is False:
+        raise ConfigError(
+            f"{what} needs Lua scripting (its claims, acks and plans are atomic scripts), but "
+            f"the server at {server} ({caps.display}) has no Lua engine: start it with Lua "
+            "scripting enabled (Valkey: the Lua engine loaded), or use another server.")
+
+
+def require_option(caps: Capabilities, option: str, value: str, feature: str,
+                   have: bool, server: str, fix: str) -> None:
+    """Refuse option ``option`` = ``value`` when the server lacks ``feature``."""
+    if not have:
+        raise ConfigError(f"option '{option}' = {value!r} needs {feature}, which the server at "
+                          f"{server} ({caps.display}) does not have; {fix}.")

@@ -1,0 +1,100 @@
+"""Retention of acked entries on real servers: ``eventbus stream trim`` (single node and Redis
+Cluster) and the reader's ``trimAcked``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadMaxRows
+
+from tests.integration.helpers import driver_reader, produce
+
+pytestmark = pytest.mark.integration
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "spark_eventbus", *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+def _read(r, stream, group, n, ack_except=()):  # type: ignore[no-untyped-def]
+    got = [i.decode() for i, _ in r.xreadgroup(group, "w", {stream: ">"}, count=n)[0][1]]
+    acked = [i for i in got if i not in ack_except]
+    if acked:
+        r.xack(stream, group, *acked)
+    return got
+
+
+@pytest.mark.parametrize("server", ["redis_server", "redis_cluster"])
+def test_trim_removes_exactly_what_three_groups_acked(request, names, server):
+    srv = request.getfixturevalue(server)
+    r = srv.client()
+    stream = "{" + names["tag"] + "}:orders"  # a stream lives in one slot: trimmed alone
+    ids = produce(r, stream, 100)
+    sizes = {i.decode(): sum(len(k) + len(v) for k, v in f.items()) for i, f in r.xrange(stream)}
+    for g in ("slow", "pending", "fast"):
+        r.xgroup_create(stream, g, "0")
+    _read(r, stream, "slow", 30)                               # needs ids[30] on
+    _read(r, stream, "pending", 60, ack_except=set(ids[10:15]))  # needs ids[10] (pending)
+    _read(r, stream, "fast", 80)                               # needs ids[80] on
+
+    dry = json.loads(_cli("--url", srv.url, "stream", "trim", "--stream", stream, "--dry-run",
+                          "--json").stdout)
+    assert (dry["entries"], dry["held_by"], dry["keep_from"]) == (10, "pending", ids[10])
+    assert dry["bytes"] == sum(sizes[i] for i in ids[:10]) and r.xlen(stream) == 100
+
+    out = _cli("--url", srv.url, "stream", "trim", "--stream", stream)
+    assert out.returncode == 0, out.stderr
+    assert "removed 10 entries" in out.stdout and "Group 'pending' holds the rest back" \
+        in out.stdout
+    assert [i.decode() for i, _ in r.xrange(stream)] == ids[10:]  # nothing pending removed
+
+    r.xack(stream, "pending", *ids[10:15])
+    again = json.loads(_cli("--url", srv.url, "stream", "trim", "--stream", stream,
+                            "--json").stdout)
+    assert (again["entries"], again["held_by"]) == (20, "slow")
+    assert [i.decode() for i, _ in r.xrange(stream)] == ids[30:]  # never past the lagging one
+    for g, last in (("slow", 29), ("pending", 59), ("fast", 79)):
+        assert _read(r, stream, g, 100) == ids[last + 1:]  # every group still reads the rest
+
+
+def test_a_stream_without_groups_is_not_trimmed(redis_server, names):
+    produce(redis_server.client(), names["stream"], 5)
+    out = _cli("--url", redis_server.url, "stream", "trim", "--stream", names["stream"])
+    assert out.returncode == 0 and "no consumer group reads it" in out.stdout
+    assert redis_server.client().xlen(names["stream"]) == 5
+
+
+def test_trim_acked_keeps_the_stream_bounded_while_a_slow_group_gets_everything(redis_server,
+                                                                                  names):
+    r = redis_server.client()
+    stream = names["stream"]
+    r.xgroup_create(stream, "slow", "0", mkstream=True)
+    reader = driver_reader(redis_server.url, stream, names["group"], trimAcked="true",
+                           trimIntervalMs="0", maxEntriesPerTrigger="500")
+    slow: list[str] = []
+    produced: list[str] = []
+    lengths = []
+    try:
+        start = reader.initialOffset()
+        for round_ in range(10):
+            produced += produce(r, stream, 500, start=round_ * 500)
+            slow += _read(r, stream, "slow", 300)  # falls behind: 200 more each round
+            end = reader.latestOffset(start, ReadMaxRows(500))
+            reader.commit(end)
+            start = end
+            reader.driver.prefetch.join()  # its ack and trim of the batch before
+            lengths.append((r.xlen(stream), len(produced) - len(slow)))
+        while len(slow) < len(produced):
+            slow += _read(r, stream, "slow", 1000)
+        assert reader.latestOffset(start, ReadMaxRows(500)) is start  # acks and trims now
+    finally:
+        reader.stop()
+    assert slow == produced  # the slow group received every entry, in order, once
+    # the stream holds what the slow group has not read (plus the reader's batch in flight),
+    # and at most one partly acked stream node (100 entries) more
+    assert all(length <= behind + 500 + 100 for length, behind in lengths), lengths
+    assert r.xlen(stream) <= 100  # all acked: trimmed to its last node
