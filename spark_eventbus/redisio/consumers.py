@@ -41,6 +41,8 @@ class Probe:
     last_delivered: str | None = None
     last_generated: str | None = None
     newest: str | None = None  # the last entry still in the stream
+    oldest: str | None = None  # the first entry still in the stream
+    length: int | None = None
 
     @property
     def has_new(self) -> bool:
@@ -65,7 +67,11 @@ class Probe:
             if self.newest is None or StreamId.parse(self.newest) <= last:
                 lag = 0
             elif not self.entries_read and last != StreamId(0, 0):
-                lag = None
+                # entries-read 0 after deliveries: untrustworthy, unless every entry still in
+                # the stream is after the last delivered one (a group made at `earliest`
+                # starts just before the first entry with entries-read 0): then all are lag
+                lag = self.length if self.oldest is not None and self.length is not None \
+                    and StreamId.parse(self.oldest) > last else None
         return GroupStats(self.pending, lag, self.last_delivered)
 
 
@@ -101,12 +107,13 @@ def probe(ops: Sequence[ConsumerOps]) -> list[Probe]:
         if mine is None or isinstance(info, Exception):
             out.append(Probe(False))
             continue
-        last_entry = info.get("last-entry")
+        last_entry, first_entry = info.get("last-entry"), info.get("first-entry")
         lag = mine.get("lag")
         out.append(Probe(True, int(mine["pending"]), None if lag is None else int(lag),
                          int(mine.get("entries-read") or 0),
                          text(mine["last-delivered-id"]), text(info["last-generated-id"]),
-                         text(last_entry[0]) if last_entry else None))
+                         text(last_entry[0]) if last_entry else None,
+                         text(first_entry[0]) if first_entry else None, int(info["length"])))
     return out
 
 

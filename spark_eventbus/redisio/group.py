@@ -424,5 +424,13 @@ class ConsumerOps:
         if not newest or StreamId.parse(text(newest[0][0])) <= last:
             return 0
         if not int(group.get("entries-read") or 0) and last != StreamId(0, 0):
+            # untrustworthy, unless every entry still in the stream is after the last
+            # delivered one (a group made at `earliest`): then the lag is the length
+            try:
+                oldest = self.redis.xrange(self.stream, count=1)
+                if oldest and StreamId.parse(text(oldest[0][0])) > last:
+                    return int(self.redis.xlen(self.stream))
+            except ResponseError:
+                pass
             return None
         return int(lag)

@@ -10,6 +10,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
 from spark_eventbus.redisio import ConnectionSpec
+from spark_eventbus.redisio import consumers
 from spark_eventbus.redisio.group import ConsumerOps
 from tests.harness.redis_sentinel import ReplicaServer
 from tests.harness.redis_server import RedisServer
@@ -41,6 +42,12 @@ def test_lag_is_not_the_streams_length_when_the_servers_entries_read_cannot_be_r
     r.xreadgroup(group, "c", {stream: ">"}, count=100)  # the server counts on from 0
     assert r.xinfo_groups(stream)[0]["lag"] == 50  # still wrong: nothing is left to read
     assert ops.stats().lag == 0
+    # A group made at `earliest` sits just before the first entry with entries-read 0, which is
+    # right: every entry is lag (the reader's pipelined probe and ConsumerOps agree).
+    fresh = ConsumerOps(ConnectionSpec(redis_server.url), stream, group + "-new", "c")
+    assert fresh.ensure_group("earliest")
+    assert fresh.stats().lag == 55
+    assert consumers.stats([fresh])[0].lag == 55
 
 
 @pytest.fixture
