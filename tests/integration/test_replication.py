@@ -9,8 +9,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
-from spark_eventbus.redisio import ConnectionSpec
-from spark_eventbus.redisio import consumers
+from spark_eventbus.redisio import ConnectionSpec, consumers
 from spark_eventbus.redisio.group import ConsumerOps
 from tests.harness.redis_sentinel import ReplicaServer
 from tests.harness.redis_server import RedisServer
