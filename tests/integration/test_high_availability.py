@@ -140,7 +140,7 @@ def test_a_sink_write_with_wait_replicas_is_not_done_until_a_replica_has_it(
 
         thread = threading.Thread(target=write, daemon=True)
         thread.start()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 240
         while not _blocked_in_wait(primary) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert _blocked_in_wait(primary), ([str(d)[-1500:] for d in done],
@@ -149,7 +149,7 @@ def test_a_sink_write_with_wait_replicas_is_not_done_until_a_replica_has_it(
         assert primary.xlen(stream) > 200  # a blocked task's rows are on the primary
     finally:
         _resume(*t.replicas)
-    thread.join(120)
+    thread.join(300)
     assert done == [None]
     # Every row once: the failed write's retry-safe chunks, then the waited one.
     values = sorted(int(f[b"n"]) for _, f in primary.xrange(stream))
