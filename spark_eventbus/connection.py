@@ -17,6 +17,7 @@ DEFAULT_URL = "redis://localhost:6379/0"
 URL_SCHEMES = ("redis://", "rediss://", "unix://")
 DEFAULT_FAILOVER_TIMEOUT_MS = 30_000
 DEFAULT_WAIT_TIMEOUT_MS = 5_000
+MAX_WAIT_TIMEOUT_MS = 50_000  # a WAIT must answer within the client's 60 s socket timeout
 
 
 @dataclass(frozen=True)
@@ -173,8 +174,9 @@ def connection_spec(url: str, password: str | None = None, tls_ca_cert: str | No
                  "it bounds how long a promotion or restart is waited out (0: not at all)")
     _check_range(wait_replicas, 0, 100, "waitReplicas", style,
                  "it is how many replicas must have each write the guarantees rest on")
-    _check_range(wait_timeout_ms, 1, 3_600_000, "waitTimeoutMs", style,
-                 "it bounds how long a write waits for its replicas")
+    _check_range(wait_timeout_ms, 1, MAX_WAIT_TIMEOUT_MS, "waitTimeoutMs", style,
+                 "it bounds how long a write waits for its replicas, below the client's 60 s "
+                 "socket timeout")
     if not isinstance(wait_aof, bool):
         raise ConfigError(f"{spell('waitAof', style)} = {wait_aof!r} is invalid: use true or "
                           "false.")

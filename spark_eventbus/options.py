@@ -25,6 +25,7 @@ from .connection import (
     DEFAULT_FAILOVER_TIMEOUT_MS,
     DEFAULT_URL,
     DEFAULT_WAIT_TIMEOUT_MS,
+    MAX_WAIT_TIMEOUT_MS,
     ConnectionSpec,
     check_tls,
     connection_spec,
@@ -101,8 +102,8 @@ OPTIONS: tuple[Option, ...] = (
            whole(0, 100, "it is how many replicas must have each write the guarantees rest "
                  "on; 0 does not wait"), 0, ALL),
     Option("waitTimeoutMs", "wait_timeout_ms",
-           whole(1, 3_600_000, "it bounds how long a write waits for its replicas"),
-           DEFAULT_WAIT_TIMEOUT_MS, ALL),
+           whole(1, MAX_WAIT_TIMEOUT_MS, "it bounds how long a write waits for its replicas, "
+                 "below the client's 60 s socket timeout"), DEFAULT_WAIT_TIMEOUT_MS, ALL),
     Option("waitAof", "wait_aof", boolean, False, ALL),
     Option("stream", "streams", stream_list, (), READS),
     Option("streamPattern", "stream_pattern", optional_name, None, READS),
@@ -397,6 +398,10 @@ def parse_sink_options(raw: Mapping[str, Any], *, warn: bool = True) -> SinkOpti
     v, _ = _parse(raw, SINK, frozenset({SINK}), warn)
     check_tls(v)
     _check_connection(v)
+    if not v["idempotent"] and (v["wait_replicas"] > 0 or v["wait_aof"]):
+        raise ConfigError("options 'waitReplicas'/'waitAof' need option 'idempotent' = true: "
+                          "the wait confirms a task's chunks by their idempotency markers on "
+                          "the primary it reaches. Drop 'idempotent' (it defaults to true).")
     if v["batch_id"] is not None and v["write_id"] is None:
         raise ConfigError(f"option 'batchId' = {v['batch_id']} works with option 'writeId' "
                           "only (it names the write whose batch it is); add writeId.")

@@ -38,6 +38,7 @@ from .keys import BOOKKEEPING_TTL_MS, sink_marker_key, sink_registry_key
 from .options import SinkOptions
 from .redisio import (
     NO_TRIM,
+    Barrier,
     Trim,
     check_streams,
     delete_keys,
@@ -99,7 +100,9 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
     written: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
     markers: set[str] = set()
-    touched: dict[str, None] = {}  # streams with a chunk (written now or by an earlier attempt)
+    # The chunks of each stream (written now or by an earlier attempt): what the replication
+    # barrier checks on the primary it reaches (waitReplicas)
+    members: dict[str, list[str]] = {}
     replayed = rows = dead = 0
     trim = Trim(opts.max_len, opts.min_id, opts.min_age_ms, opts.trim_approximate)
     extra = _dlq_extra(query, batch, partition)
@@ -113,7 +116,8 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
                                      member, MARKER_TTL_MS, chunk_trim, lambda: chunk_args(chunk))
         if opts.idempotent:
             markers.add(key)
-        touched[chunk.stream] = None
+        if member is not None:
+            members.setdefault(chunk.stream, []).append(member)
         written[chunk.stream] += added
         replayed += skipped
 
@@ -136,11 +140,18 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
         flush(chunk)
     # waitReplicas/waitAof: the task reports success only once the replicas have its chunks
     # and markers (those of an earlier attempt too).
-    wait_for_writes(spec, [sink_marker_key(s, query, batch, partition) for s in touched],
-                    MARKER_TTL_MS, f"writing batch {batch} partition {partition}")
+    wait_for_writes(spec, [_barrier(sink_marker_key(s, query, batch, partition), ids)
+                           for s, ids in members.items()],
+                    f"writing batch {batch} partition {partition}")
     return SinkCommitMessage(query, batch, partition, rows, tuple(sorted(written.items())),
                              replayed, dead, tuple(sorted(reasons.items())),
                              tuple(sorted(markers)))
+
+
+def _barrier(marker: str, ids: list[str]) -> Barrier:
+    """waitReplicas: every chunk of this task must be in its marker set on the primary."""
+    return Barrier(marker, MARKER_TTL_MS, ("SMISMEMBER", marker, *ids),
+                   lambda found: all(int(x) == 1 for x in found))
 
 
 def _messages(messages: list[Any]) -> list[SinkCommitMessage]:

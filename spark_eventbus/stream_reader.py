@@ -16,6 +16,7 @@ The budget policy (how much to claim where) is pure, in :mod:`.planning`.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -47,7 +48,14 @@ from .partition_reader import read_slices
 from .partitions import ReadSpec, SlicePartition
 from .planning import first_claim_allowance, pack_partitions, preclaim_allowance, should_wait
 from .prefetch import Prefetcher
-from .redisio import ConsumerOps, capabilities_of, consumers, preflight, wait_for_writes
+from .redisio import (
+    Barrier,
+    ConsumerOps,
+    capabilities_of,
+    consumers,
+    preflight,
+    wait_for_writes,
+)
 
 log = logging.getLogger("spark_eventbus")
 
@@ -69,6 +77,17 @@ class ClaimState:
     # when latestOffset last returned a new batch (or the driver started): maxTriggerDelay
     last_batch_at: float = field(default_factory=time.monotonic)
     last_trim_at: float = 0.0  # trimAcked: when the streams were last trimmed
+
+
+def _plan_barrier(key: str, run: str, seq: int, batch: StreamBatch) -> Barrier:
+    """waitReplicas: the plan of batch ``seq`` must be on the primary as planned."""
+
+    def same(raw: Any) -> bool:
+        if raw is None:
+            return False
+        plan = json.loads(raw)
+        return bool(plan.get("run") == run and StreamBatch.from_json(plan).count == batch.count)
+    return Barrier(key, BOOKKEEPING_TTL_MS, ("HGET", key, str(seq)), same)
 
 
 class _Driver:
@@ -259,9 +278,9 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # waitReplicas / waitAof: Spark logs this batch only once its plans (and any dead
         # letters the reclaim wrote beside them) are on the replicas, so that it replays
         # exactly from the new primary after a failover.
-        wait_for_writes(o.connection, [self.ops[n].plan_key for n, b in batches.items() if b],
-                        BOOKKEEPING_TTL_MS, f"recording the claim plan of batch {seq}",
-                        create=False)
+        wait_for_writes(o.connection, [_plan_barrier(self.ops[n].plan_key, begin.run, seq, b)
+                                       for n, b in batches.items() if b],
+                        f"recording the claim plan of batch {seq}")
         self._start_prefetch(begin, budget, seq + 1)
         d.claims.last_batch_at = time.monotonic()
         return BatchOffset(begin.run, seq, batches).to_json()

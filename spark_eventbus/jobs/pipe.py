@@ -111,11 +111,13 @@ def load_config(path: str | Path) -> PipeConfig:
         if out_path:
             raise PipeConfigError("[sink] format 'eventbus' takes no 'path': name the target "
                                   "in [sink.options] stream")
-        # The target Redis defaults to the source's (a Sentinel-managed one too).
+        # The target Redis defaults to the source's (a Sentinel-managed one too): all of its
+        # connection settings, or none when [sink.options] names its own Redis.
         given = {k.lower() for k in sink_options}
-        for key, value in source.items():
-            if key.lower() in _SHARED_CONNECTION and key.lower() not in given:
-                sink_options[key] = value
+        if not given & {"url", "sentinels"}:
+            for key, value in source.items():
+                if key.lower() in _SHARED_CONNECTION and key.lower() not in given:
+                    sink_options[key] = value
     elif fmt != "console" and not out_path:
         raise PipeConfigError(f"[sink] format {fmt!r} needs 'path'")
     _check_options(source, fmt, sink_options)

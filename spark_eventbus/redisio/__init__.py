@@ -24,7 +24,7 @@ from .boundary import GROUP_GONE_FIX, redis_errors, translate
 from .capabilities import capabilities_of, server_capabilities
 from .client import ConnectionSpec, Redis, client, is_cluster, new_client
 from .deadletter import dead_letter, dead_letter_entries, replay_page
-from .durability import ReplicationError, preflight, wait_for_writes
+from .durability import WAIT_MEMBER, Barrier, ReplicationError, preflight, wait_for_writes
 from .group import ClaimResult, ConsumerOps, GroupStats, ReclaimResult, consumer_taken_over
 from .losses import (
     accept_losses,
@@ -53,6 +53,8 @@ __all__ = [
     "ACK_CHUNK",
     "GROUP_GONE_FIX",
     "NO_TRIM",
+    "WAIT_MEMBER",
+    "Barrier",
     "ClaimResult",
     "ConnectionSpec",
     "ConsumerOps",

@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.cluster import RedisCluster
-from redis.connection import parse_url
+from redis.connection import SSLConnection, parse_url
 from redis.retry import Retry
-from redis.sentinel import Sentinel
+from redis.sentinel import Sentinel, SentinelManagedConnection
 
 from ..connection import ConnectionSpec, format_sentinels
 from ..errors import ConfigError, EventBusConnectionError
@@ -139,6 +139,22 @@ def is_cluster_node(r: redis.Redis) -> bool:
     return (mode.decode() if isinstance(mode, bytes) else mode) == "cluster"
 
 
+class _SentinelConnection(SentinelManagedConnection):
+    """Asks the sentinels for the primary on every socket connect. redis-py's own asks only
+    when the pool hands out a connection; a retry after a broken connection (a command in
+    flight when the primary died) reconnects to the old address and would spend the whole
+    failover window there."""
+
+    def _connect(self) -> Any:
+        if self.connection_pool.is_master:
+            self.host, self.port = self.connection_pool.get_master_address()
+        return super()._connect()
+
+
+class _SentinelSSLConnection(_SentinelConnection, SSLConnection):
+    pass
+
+
 def _sentinel_client(spec: ConnectionSpec) -> redis.Redis:
     """The primary of ``spec.sentinel_master``, as the sentinels say (asked again on every new
     connection, and after a READONLY reply: redis-py's ``SentinelConnectionPool``)."""
@@ -157,13 +173,15 @@ def _sentinel_client(spec: ConnectionSpec) -> redis.Redis:
         sentinel_kwargs["password"] = spec.sentinel_password
     if tls:
         sentinel_kwargs["ssl"] = True
-        node["ssl"] = True
         sentinel_kwargs.update({k: v for k, v in node.items() if k.startswith("ssl_")})
     sentinel = Sentinel(list(spec.sentinels), sentinel_kwargs=sentinel_kwargs)
     _find_master(spec, sentinel)
+    retry = WindowRetry(spec.failover_timeout_ms / 1000)
+    retry.answered = True  # the sentinels did: a primary being failed over is waited for
     assert spec.sentinel_master is not None
-    return sentinel.master_for(spec.sentinel_master, redis_class=redis.Redis,
-                               retry=_retry(spec), retry_on_error=_RETRY_ON, **node)
+    return sentinel.master_for(
+        spec.sentinel_master, redis_class=redis.Redis, retry=retry, retry_on_error=_RETRY_ON,
+        connection_class=_SentinelSSLConnection if tls else _SentinelConnection, **node)
 
 
 def _find_master(spec: ConnectionSpec, sentinel: Sentinel) -> None:

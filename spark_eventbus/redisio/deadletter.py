@@ -23,7 +23,7 @@ from ..keys import BOOKKEEPING_TTL_MS, dead_letter_marker_key, key_slot, replay_
 from .base import Redis
 from .boundary import redis_errors
 from .client import ConnectionSpec, client, is_cluster
-from .durability import wait_for_writes
+from .durability import WAIT_MEMBER, Barrier, wait_for_writes
 from .scripts import run_script
 from .streams import text, xack
 
@@ -50,7 +50,8 @@ def dead_letter(spec: ConnectionSpec, source: str, dlq: str, group: str,
         moved, skipped = run_script(r, "dead_letter", [source, dlq], args)
         # waitReplicas: the move (dead letter + ack, one script) on the replicas before the
         # caller goes on. A move lost with the primary would only mean a redelivery.
-        wait_for_writes(spec, [dead_letter_marker_key(dlq, source, group)], MARKER_TTL_MS,
+        wait_for_writes(spec, [Barrier(dead_letter_marker_key(dlq, source, group),
+                                       MARKER_TTL_MS, create_member=WAIT_MEMBER)],
                         f"dead-lettering entries to {dlq!r}")
         return int(moved), int(skipped)
 
@@ -73,8 +74,10 @@ def dead_letter(spec: ConnectionSpec, source: str, dlq: str, group: str,
     run_script(r, "dead_letter_add", [dlq, marker], args)
     # waitReplicas: the dead letters on the dlq's replicas before the source acks them (a
     # failover of the dlq's node after the ack would lose them).
-    wait_for_writes(spec, [marker], MARKER_TTL_MS, f"dead-lettering entries to {dlq!r}")
     ids = [entry_id for (entry_id, _, _), _ in live]
+    wait_for_writes(spec, [Barrier(marker, MARKER_TTL_MS, ("SMISMEMBER", marker, *ids),
+                                   lambda found: all(int(x) == 1 for x in found))],
+                    f"dead-lettering entries to {dlq!r}")
     xack(r, source, group, ids)
     r.srem(marker, *ids)  # after the XACK a retry skips them anyway (no longer pending)
     return len(live), len(entries) - len(live)

@@ -14,6 +14,8 @@ task that a retry then found already done. One round trip per barrier.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -62,26 +64,45 @@ def _shortfall(spec: ConnectionSpec, reply: Any) -> str | None:
     return None
 
 
-def wait_replicated(r: Redis, spec: ConnectionSpec, key: str, ttl_ms: int, what: str,
-                    create_member: str | None = None) -> None:
-    """Return once the writes made so far on the node serving ``key`` have reached the
-    replicas (and AOF) ``spec`` asks for; nothing to do when it asks for none. ``key`` is one
-    of ours in the same slot, kept for ``ttl_ms``; ``create_member`` adds that member to it
-    (a set) first, for a key that may not exist yet. Raises :class:`ReplicationError` when
-    they do not confirm within ``waitTimeoutMs``."""
-    if not spec.waits:
-        return
-    pipe = _node(r, key).pipeline(transaction=False)
-    if create_member is not None:
-        pipe.sadd(key, create_member)
-    pipe.pexpire(key, ttl_ms)
+@dataclass(frozen=True)
+class Barrier:
+    """One key's part of a barrier: ``key`` (ours, on the node that took the writes) is
+    touched; ``check`` is a command whose reply ``expect`` accepts only when the writes are on
+    the node the barrier reached — after a failover the pool may reach a new primary that never
+    got them, and a WAIT there would confirm nothing of ours. ``create_member``: add it to
+    ``key`` (a set) first, for a key that may not exist (where a lost write is harmless)."""
+
+    key: str
+    ttl_ms: int
+    check: tuple[Any, ...] | None = None
+    expect: Callable[[Any], bool] | None = None
+    create_member: str | None = None
+
+
+def _run(node: redis.Redis, spec: ConnectionSpec, barriers: list[Barrier], what: str) -> None:
+    """One round trip on one connection of ``node``: each barrier's check and touch, then one
+    WAIT/WAITAOF covering all of them."""
+    pipe = node.pipeline(transaction=False)
+    for b in barriers:
+        if b.check is not None:
+            pipe.execute_command(*b.check)
+        if b.create_member is not None:
+            pipe.sadd(b.key, b.create_member)
+        pipe.pexpire(b.key, b.ttl_ms)
     pipe.execute_command(*_wait_command(spec))
-    *_, touched, reply = pipe.execute()
-    if not touched:  # nothing was propagated, so the WAIT covers nothing of ours
-        raise ReplicationError(
-            f"{what}: could not confirm replication, as the key {key!r} is gone. Nothing is "
-            "reported written; the task may run again (the write is idempotent).")
-    missing = _shortfall(spec, reply)
+    replies = iter(pipe.execute())
+    for b in barriers:
+        found = next(replies) if b.check is not None else None
+        if b.create_member is not None:
+            next(replies)
+        touched = next(replies)
+        if (b.check is not None and b.expect is not None and not b.expect(found)) \
+                or not touched:
+            raise ReplicationError(
+                f"{what}: the writes are not on the primary the connection reaches now (key "
+                f"{b.key!r}): a failover lost them. Nothing is reported done; the task or "
+                "batch runs again (its writes are idempotent).")
+    missing = _shortfall(spec, next(replies))
     if missing:
         raise ReplicationError(
             f"{what}: {missing} within {spec.wait_timeout_ms} ms on {spec.display}. The write "
@@ -115,7 +136,9 @@ def check_durability(spec: ConnectionSpec, r: Redis, style: str = "option") -> N
     """At start (driver), never mid-query: the primary can do what ``waitReplicas`` and
     ``waitAof`` ask — that many replicas online now (``INFO replication``; skipped where the
     ACL user may not run INFO: the writes then say it), and ``WAITAOF`` known with
-    ``appendonly`` on. A clear :class:`ConfigError` naming the option and the fix otherwise."""
+    ``appendonly`` on. A clear error naming the option and the fix otherwise: a
+    :class:`ConfigError` for what the server cannot do, a retriable :class:`ReplicationError`
+    for replicas missing now."""
     if not spec.waits:
         return
     from ..connection import spell
@@ -128,11 +151,11 @@ def check_durability(spec: ConnectionSpec, r: Redis, style: str = "option") -> N
             where = f"{node.host}:{node.port}" if node is not None else spec.display
             online = _online_replicas(c)
             if online is not None and online < spec.wait_replicas:
-                raise ConfigError(
+                raise ReplicationError(
                     f"{spell('waitReplicas', style)} = {spec.wait_replicas} asks for more "
                     f"replicas than the primary at {where} has online ({online}): every write "
-                    "would fail. Lower it, or add replicas (a replica that is resyncing counts "
-                    "once it is online again).")
+                    "would fail. Lower it, or add replicas; a replica that is resyncing counts "
+                    "once it is online again (retriable: a restart then carries on).")
             if spec.wait_aof:
                 try:
                     c.execute_command("WAITAOF", 1, 0, 1)
@@ -159,23 +182,23 @@ def _node_id(r: Redis, key: str) -> str:
     return ""
 
 
-def wait_for_writes(spec: ConnectionSpec, keys: list[str], ttl_ms: int, what: str,
-                    create: bool = True) -> None:
-    """:func:`wait_replicated` once per node serving ``keys`` (one key per node is enough: a
-    barrier covers every earlier write of its node). ``create``: the keys are sets of ours that
-    may not exist yet (a marker). Errors translated; :class:`ReplicationError` as it is."""
-    if not spec.waits or not keys:
+def wait_for_writes(spec: ConnectionSpec, barriers: list[Barrier], what: str) -> None:
+    """Return once the writes the ``barriers`` name are on the replicas (and AOF) ``spec``
+    asks for; nothing to do when it asks for none. One round trip per node serving the keys
+    (a WAIT covers every earlier write of its node). Raises :class:`ReplicationError`
+    (retriable) when they are missing or not confirmed within ``waitTimeoutMs``; other errors
+    translated."""
+    if not spec.waits or not barriers:
         return
     from .client import client
 
     r = client(spec)
     with redis_errors(what, spec):
-        seen: set[str] = set()
-        for key in keys:
-            node = _node_id(r, key)
-            if node not in seen:
-                seen.add(node)
-                wait_replicated(r, spec, key, ttl_ms, what, WAIT_MEMBER if create else None)
+        by_node: dict[str, list[Barrier]] = {}
+        for b in barriers:
+            by_node.setdefault(_node_id(r, b.key), []).append(b)
+        for group in by_node.values():
+            _run(_node(r, group[0].key), spec, group, what)
 
 
 def preflight(spec: ConnectionSpec, style: str = "option") -> None:

@@ -61,11 +61,18 @@ def test_the_spec_carries_every_setting_and_hides_the_sentinel_password() -> Non
 
 
 @pytest.mark.parametrize("option, raw", [("waitReplicas", "-1"), ("waitReplicas", "101"),
-                                         ("waitTimeoutMs", "0"), ("failoverTimeoutMs", "x"),
+                                         ("waitTimeoutMs", "0"), ("waitTimeoutMs", "60000"),
+                                         ("failoverTimeoutMs", "x"),
                                          ("waitAof", "yes")])
 def test_bad_wait_and_failover_values_name_the_option(option: str, raw: str) -> None:
     with pytest.raises(ConfigError, match=f"option '{option}' = '{raw}' is invalid"):
         parse_sink_options({"stream": "s", option: raw})
+
+
+def test_waiting_for_replicas_needs_the_sinks_markers() -> None:
+    with pytest.raises(ConfigError, match="need option 'idempotent' = true"):
+        parse_sink_options({"stream": "s", "waitReplicas": "1", "idempotent": "false"})
+    assert parse_sink_options({"stream": "s", "waitReplicas": "1"}).wait_replicas == 1
 
 
 def test_acking_batch_writer_names_its_keyword_arguments() -> None:

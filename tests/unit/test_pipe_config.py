@@ -59,6 +59,23 @@ def test_eventbus_output_defaults_to_the_source_redis_and_the_fields_map(tmp_pat
     assert cfg.select == ("fields",) and cfg.sink_path is None
 
 
+def test_eventbus_output_shares_the_sources_sentinels_unless_it_names_its_own_redis(tmp_path):
+    path = tmp_path / "c.toml"
+    sentinel = ('group = "pipe"\nsentinels = "s1:26379,s2:26379"\nsentinelMaster = "m"\n'
+                'url = "redis:///2"')
+    path.write_text(GOOD.replace('format = "json"\npath = "/tmp/x"',
+                                 'format = "eventbus"\noptions = { stream = "out" }')
+                    .replace('group = "pipe"', sentinel))
+    assert load_config(path).sink_options == {
+        "stream": "out", "url": "redis:///2", "sentinels": "s1:26379,s2:26379",
+        "sentinelMaster": "m"}
+    path.write_text(GOOD.replace('format = "json"\npath = "/tmp/x"',
+                                 'format = "eventbus"\noptions = { stream = "out", url = '
+                                 '"redis://other:6379/0" }')
+                    .replace('group = "pipe"', sentinel))
+    assert load_config(path).sink_options == {"stream": "out", "url": "redis://other:6379/0"}
+
+
 def test_main_reports_a_bad_config_in_one_line(tmp_path, capsys):
     assert main(["--config", str(tmp_path / "missing.toml")]) == 2
     err = capsys.readouterr().err
