@@ -492,13 +492,7 @@ def bench_replicas(port: int, n: int, work: Path) -> None:
             if time.monotonic() > deadline:
                 raise RuntimeError("the bench replica did not connect")
             time.sleep(0.1)
-        table = sink_rows(n)
-        src, warmup = work / "wait-src", work / "wait-warmup"
-        src.mkdir()
-        warmup.mkdir()
-        pq.write_table(table.slice(0, n // 2), src / "part-0.parquet")
-        pq.write_table(table.slice(n // 2), src / "part-1.parquet")
-        pq.write_table(table.slice(0, WARMUP_ENTRIES), warmup / "part-0.parquet")
+        src, warmup = sink_sources(sink_rows(n), work, "wait")
         print(f"replicas: sink of {n:,} rows and ten 1,000-row writes, primary + 1 replica "
               "(loopback)")
         results = {}
@@ -524,15 +518,22 @@ def sink_subprocess(url: str, src: Path, warmup: Path, stream: str, idempotent: 
                       str(fields_map))
 
 
-def bench_sink(r: redis.Redis, port: int, n: int, work: Path) -> None:
-    table = sink_rows(n)
-    src, warmup = work / "sink-src", work / "sink-warmup"
+def sink_sources(table: pa.Table, work: Path, name: str) -> tuple[Path, Path]:
+    """``table`` as parquet in two files (two write tasks on local[2]) and its first rows as
+    the warm-up write's source: (source, warm-up) directories."""
+    src, warmup = work / f"{name}-src", work / f"{name}-warmup"
     src.mkdir()
     warmup.mkdir()
-    half = n // 2  # two files: two write tasks on local[2]
+    half = table.num_rows // 2
     pq.write_table(table.slice(0, half), src / "part-0.parquet")
     pq.write_table(table.slice(half), src / "part-1.parquet")
     pq.write_table(table.slice(0, WARMUP_ENTRIES), warmup / "part-0.parquet")
+    return src, warmup
+
+
+def bench_sink(r: redis.Redis, port: int, n: int, work: Path) -> None:
+    table = sink_rows(n)
+    src, warmup = sink_sources(table, work, "sink")
     size = len(table.column("payload")[0].as_py()) + len("payload") + len("key") + 12
     print(f"sink: {n:,} rows of ~{size} B (key + payload) in parquet")
 
@@ -741,12 +742,7 @@ def bench_cluster(r: redis.Redis, port: int, n: int, work: Path) -> None:
         table = sink_rows(n)
         table = table.append_column("stream", pa.array([names[k % len(names)]
                                                         for k in range(n)]))
-        src, warmup = work / "cluster-src", work / "cluster-warmup"
-        src.mkdir()
-        warmup.mkdir()
-        pq.write_table(table.slice(0, n // 2), src / "part-0.parquet")
-        pq.write_table(table.slice(n // 2), src / "part-1.parquet")
-        pq.write_table(table.slice(0, WARMUP_ENTRIES), warmup / "part-0.parquet")
+        src, warmup = sink_sources(table, work, "cluster")
         for label in urls:
             res = sink_subprocess(urls[label], src, warmup, "-", True)
             FIGURES[f"cluster_sink_{label}"] = res
