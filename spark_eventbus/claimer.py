@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 
 from .errors import DataLossError, EventBusError
 from .ids import StreamId
-from .offsets import StreamBatch
+from .offsets import ClaimedRange, StreamBatch
 from .options import ReaderOptions
 from .planning import claim_chunk_size, share_budget, stream_grants
-from .redisio import GROUP_GONE_FIX, ClaimResult, ConsumerOps, consumers
+from .redisio import GROUP_GONE_FIX, ClaimResult, ConsumerOps, ReclaimResult, consumers
 
 log = logging.getLogger("spark_eventbus")
 
@@ -107,12 +107,37 @@ class Claimer:
             if (p.has_pending or (k == 0 and not self.reclaim_checked))
             and name not in self.reclaim_done]
         self.reclaim_checked = True
-        for (name, op), grant in zip(todo, share_budget(budget, [budget] * len(todo)),
-                                     strict=True):
-            got = self._reclaim(name, op, grant, run, seq, protect_from)
-            if got:
-                out[name] = got
-        return out
+        grants = share_budget(budget, [budget] * len(todo))
+        if o.max_bytes_per_trigger is not None or len(todo) == 1:
+            for (name, op), grant in zip(todo, grants, strict=True):
+                got = self._reclaim(name, op, grant, run, seq, protect_from)
+                if got:
+                    out[name] = got
+            return out
+        # Many streams: one page of every stream per pipelined round (per node), as long as
+        # a stream has more to scan and budget left.
+        taken: dict[str, list[tuple[str, int]]] = {name: [] for name, _ in todo}
+        rounds = {name: max(4, grant // RECLAIM_PAGE + 2)
+                  for (name, _), grant in zip(todo, grants, strict=True)}
+        want = {name: grant for (name, _), grant in zip(todo, grants, strict=True)}
+        active = [(name, op) for (name, op), grant in zip(todo, grants, strict=True)
+                  if grant > 0]
+        while active:
+            asks = [consumers.ReclaimAsk(op, self.reclaim_cursor.get(name, "0-0"),
+                                         min(RECLAIM_PAGE, want[name] - len(taken[name])))
+                    for name, op in active]
+            results = consumers.reclaim_many(asks, o.claim_min_idle_ms, run, seq,
+                                             o.max_deliveries, o.dead_letter_stream,
+                                             protect_from)
+            more = []
+            for (name, op), res in zip(active, results, strict=True):
+                taken[name] += res.taken
+                rounds[name] -= 1
+                if self._reclaimed(name, op, res, run, seq) and rounds[name] > 0 \
+                        and len(taken[name]) < want[name]:
+                    more.append((name, op))
+            active = more
+        return {name: StreamBatch((), tuple(t)) for name, t in taken.items() if t}
 
     def claim_new(self, left: int | None, budget: int | None, run: str, seq: int,
                   stop: threading.Event | None = None,
@@ -124,15 +149,13 @@ class Claimer:
             self.ops.items(), self.probe() if probes is None else probes, strict=True)
             if p.has_new]
         chunk_size = claim_chunk_size(budget, self.options.num_partitions, len(todo))
-        out: dict[str, StreamBatch] = {}
-        claimed, filled = 0, []
-        for (name, op), grant in zip(todo, stream_grants(left, len(todo)), strict=True):
-            got = self._claim(name, op, grant, chunk_size, run, seq, stop)
-            claimed += got.count
-            if got:
-                out[name] = got
-            if grant and got.count >= grant:
-                filled.append((name, op))
+        grants = stream_grants(left, len(todo))
+        out = self._claim_streams([(name, op, grant) for (name, op), grant
+                                   in zip(todo, grants, strict=True)],
+                                  chunk_size, run, seq, stop)
+        claimed = sum(b.count for b in out.values())
+        filled = [(name, op) for (name, op), grant in zip(todo, grants, strict=True)
+                  if grant and name in out and out[name].count >= grant]
         spare = 0 if left is None else left - claimed
         # The spare goes to the streams that filled their share, in chunks sized for them
         # (not for every stream: one busy stream among many quiet ones claims big chunks).
@@ -146,6 +169,55 @@ class Claimer:
                 spare -= got.count
         return out
 
+    def _claim_streams(self, items: Sequence[tuple[str, ConsumerOps, int]], chunk_size: int,
+                       run: str, seq: int, stop: threading.Event | None
+                       ) -> dict[str, StreamBatch]:
+        """Claim up to each stream's budget: stream by stream under ``maxBytesPerTrigger``
+        (each claim sizes what is left), else one chunk of every stream per pipelined round
+        (per node), as long as a stream's chunks come back full."""
+        items = [(name, op, budget) for name, op, budget in items if budget > 0 and not (
+            self.stop_after is not None and self.stop_after.get(name) is None)]
+        if self.options.max_bytes_per_trigger is not None or len(items) <= 1:
+            out = {}
+            for name, op, budget in items:
+                got = self._claim(name, op, budget, chunk_size, run, seq, stop)
+                if got:
+                    out[name] = got
+            return out
+        ranges: dict[str, list[ClaimedRange]] = {name: [] for name, _, _ in items}
+        left = {name: budget for name, _, budget in items}
+        active = [(name, op) for name, op, _ in items]
+        while active and not (stop is not None and stop.is_set()):
+            asks = [consumers.ClaimAsk(op, min(chunk_size, left[name]),
+                                       self.stop_after.get(name) if self.stop_after else None)
+                    for name, op in active]
+            results = consumers.claim_many(asks, run, seq, self.options.fail_on_data_loss)
+            more = []
+            for (name, op), ask, res in zip(active, asks, results, strict=True):
+                if not self._claimed(name, res, run, seq):
+                    continue
+                assert res.chunk is not None
+                ranges[name].append(res.chunk)
+                left[name] -= res.chunk.count
+                if left[name] > 0 and res.chunk.count >= ask.count:
+                    more.append((name, op))
+            active = more
+        return {name: StreamBatch(tuple(r)) for name, r in ranges.items() if r}
+
+    def _claimed(self, name: str, res: ClaimResult, run: str, seq: int) -> bool:
+        """A claim's outcome: losses reported, a destroyed group raised, the chunk counted.
+        False when nothing was claimed."""
+        if res.lost_after:
+            self._report_loss(name, res)
+        if res.status == "nogroup":
+            raise EventBusError(
+                f"consumer group {self.options.group!r} of stream {name!r} no longer exists: "
+                f"it was destroyed (XGROUP DESTROY) while the query ran. {GROUP_GONE_FIX}")
+        if res.chunk is None:
+            return False
+        self._count(run, seq, res.chunk.count, res.bytes)
+        return True
+
     def _claim(self, name: str, op: ConsumerOps, budget: int, chunk_size: int, run: str,
                seq: int, stop: threading.Event | None = None) -> StreamBatch:
         stop_after = self.stop_after.get(name) if self.stop_after is not None else None
@@ -158,15 +230,9 @@ class Claimer:
                 break
             res = op.claim(min(chunk_size, budget), run, seq, stop_after,
                            self.options.fail_on_data_loss, bytes_left, empty)
-            if res.lost_after:
-                self._report_loss(name, res)
-            if res.status == "nogroup":
-                raise EventBusError(
-                    f"consumer group {self.options.group!r} of stream {name!r} no longer exists: "
-                    f"it was destroyed (XGROUP DESTROY) while the query ran. {GROUP_GONE_FIX}")
-            if res.chunk is None:
+            if not self._claimed(name, res, run, seq):
                 break
-            self._count(run, seq, res.chunk.count, res.bytes)
+            assert res.chunk is not None
             ranges.append(res.chunk)
             budget -= res.chunk.count
             if res.chunk.count < chunk_size:
@@ -179,42 +245,48 @@ class Claimer:
         if budget <= 0 or name in self.reclaim_done:
             return StreamBatch()
         taken: list[tuple[str, int]] = []
-        cursor = self.reclaim_cursor.get(name, "0-0")
-        stop_after = self.stop_after.get(name) if self.stop_after is not None else None
         # At most a few passes per batch: every XAUTOCLAIM call is bounded server-side.
         page = RECLAIM_PAGE if o.max_bytes_per_trigger is None else RECLAIM_PAGE_BYTES_BOUND
         for _ in range(max(4, budget // page + 2)):
             bytes_left, empty = self._bytes_left(run, seq)
             if bytes_left is not None and bytes_left <= 0 and not empty:
                 break
-            res = op.reclaim(cursor, min(page, budget - len(taken)), o.claim_min_idle_ms,
+            res = op.reclaim(self.reclaim_cursor.get(name, "0-0"),
+                             min(page, budget - len(taken)), o.claim_min_idle_ms,
                              run, seq, o.max_deliveries, o.dead_letter_stream, protect_from)
-            self._count(run, seq, len(res.taken), res.bytes)
             taken += res.taken
-            dead = res.dead_lettered
-            if res.poison:
-                assert o.dead_letter_stream is not None
-                dead += op.dead_letter(o.dead_letter_stream, [
-                    (i, f"delivered {n} times (maxDeliveries={o.max_deliveries})", str(n))
-                    for i, n in res.poison])
-            self.metrics.dead_lettered += dead
-            if dead:
-                log.warning("spark-eventbus: moved %d entries of stream %r delivered more than "
-                            "%d times to %r", dead, name, o.max_deliveries,
-                            o.dead_letter_stream)
-            if res.deleted:
-                self._deleted_while_pending(name, res.deleted)
-            cursor = res.cursor
-            if cursor == "0-0" or (stop_after is not None
-                                   and StreamId.parse(cursor) > StreamId.parse(stop_after)):
-                cursor = "0-0"
-                if self.stop_after is not None:
-                    self.reclaim_done.add(name)  # AvailableNow: one pass over the PEL is enough
+            if not self._reclaimed(name, op, res, run, seq) or len(taken) >= budget:
                 break
-            if len(taken) >= budget:
-                break
-        self.reclaim_cursor[name] = cursor
         return StreamBatch((), tuple(taken))
+
+    def _reclaimed(self, name: str, op: ConsumerOps, res: ReclaimResult, run: str, seq: int
+                   ) -> bool:
+        """A reclaim page's outcome: counted, poison entries dead-lettered, deleted ones
+        reported, the stream's cursor moved. False when its PEL scan came round."""
+        o = self.options
+        self._count(run, seq, len(res.taken), res.bytes)
+        dead = res.dead_lettered
+        if res.poison:
+            assert o.dead_letter_stream is not None
+            dead += op.dead_letter(o.dead_letter_stream, [
+                (i, f"delivered {n} times (maxDeliveries={o.max_deliveries})", str(n))
+                for i, n in res.poison])
+        self.metrics.dead_lettered += dead
+        if dead:
+            log.warning("spark-eventbus: moved %d entries of stream %r delivered more than "
+                        "%d times to %r", dead, name, o.max_deliveries, o.dead_letter_stream)
+        if res.deleted:
+            self._deleted_while_pending(name, res.deleted)
+        cursor = res.cursor
+        stop_after = self.stop_after.get(name) if self.stop_after is not None else None
+        if cursor == "0-0" or (stop_after is not None
+                               and StreamId.parse(cursor) > StreamId.parse(stop_after)):
+            self.reclaim_cursor[name] = "0-0"
+            if self.stop_after is not None:
+                self.reclaim_done.add(name)  # AvailableNow: one pass over the PEL is enough
+            return False
+        self.reclaim_cursor[name] = cursor
+        return True
 
     def _report_loss(self, name: str, res: ClaimResult) -> None:
         m = self.metrics

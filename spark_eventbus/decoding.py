@@ -283,9 +283,11 @@ class BatchBuilder:
         self.value_type = (self.arrow_schema.field("value").type if value_parser else None)
         self.map_type = self.arrow_schema.field("fields").type
 
-    def build(self, stream: str, entries: Sequence[Sequence[Any]],
+    def build(self, stream: str | Sequence[str], entries: Sequence[Sequence[Any]],
               delivery_counts: Sequence[int] | int | None) -> pa.RecordBatch:
-        """``delivery_counts``: one per entry, one for all, or None (batch reads: no group).
+        """``stream``: the stream of every entry, or one per entry (a batch of several
+        streams); ``delivery_counts``: one per entry, one for all, or None (batch reads: no
+        group).
 
         Vectorised: the raw reply becomes Arrow arrays in C (pyarrow), not row by row. No
         entry's content can make it raise (a payload that does not parse gets its ``error``);
@@ -296,19 +298,21 @@ class BatchBuilder:
         except Exception as exc:
             raise self._name_entry(stream, entries, delivery_counts, exc) from exc
 
-    def _name_entry(self, stream: str, entries: Sequence[Sequence[Any]],
+    def _name_entry(self, streams: str | Sequence[str], entries: Sequence[Sequence[Any]],
                     delivery_counts: Sequence[int] | int | None, exc: Exception
                     ) -> EntryDecodeError:
         """The first entry that fails on its own (else the batch's ID range), as an error that
         says how to move past it."""
         culprit = f"{_text(entries[0][0])}..{_text(entries[-1][0])}" if entries else "?"
+        stream = streams if isinstance(streams, str) else (streams[0] if streams else "?")
         for i, entry in enumerate(entries):
             counts = (delivery_counts if delivery_counts is None
                       or isinstance(delivery_counts, int) else [delivery_counts[i]])
+            name = streams if isinstance(streams, str) else streams[i]
             try:
-                self._build(stream, [entry], counts)
+                self._build(name, [entry], counts)
             except Exception:  # looking for the entry that fails
-                culprit = _text(entry[0])
+                culprit, stream = _text(entry[0]), name
                 break
         return EntryDecodeError(
             f"could not turn entry {culprit} of stream {stream!r} into a row "
@@ -320,7 +324,7 @@ class BatchBuilder:
             "the entry is then counted in lostEntries, acked and never delivered "
             "(docs/data-loss.md).")
 
-    def _build(self, stream: str, entries: Sequence[Sequence[Any]],
+    def _build(self, stream: str | Sequence[str], entries: Sequence[Sequence[Any]],
                delivery_counts: Sequence[int] | int | None) -> pa.RecordBatch:
         n = len(entries)
         ids = pa.array([e[0] for e in entries], pa.binary()).cast(pa.string())
@@ -345,7 +349,8 @@ class BatchBuilder:
         else:
             counts = pa.array(delivery_counts, pa.int32())
         columns = [
-            pa.array(np.full(n, stream, dtype=object), pa.string()),
+            pa.array(np.full(n, stream, dtype=object) if isinstance(stream, str) else stream,
+                     pa.string()),
             ids,
             ms.cast(pa.timestamp("ms")).cast(self.arrow_schema.field("timestamp").type),
             maps,

@@ -110,6 +110,8 @@ class _Driver:
         self.claims = ClaimState()
         self.metrics = SourceMetrics()
         self.claimer = Claimer(opts, self.ops, self.metrics)
+        # latestOffset's probe when it claimed nothing: what reportLatestOffset shows then
+        self.quiet_probes: list[consumers.Probe] | None = None
 
     def _discover(self) -> list[str]:
         o = self.opts
@@ -122,18 +124,16 @@ class _Driver:
         """Streams join: their groups are created at ``startingPosition`` if missing."""
         o = self.opts
         assert o.group is not None
-        joined = []
-        for s in names:
-            if s in self.ops:
-                continue
-            op = ConsumerOps(o.connection, s, o.group, o.consumer_name,
-                             cache_ack_ids=o.ack_mode == "commit")
-            if op.ensure_group(o.starting_position):
+        new = [ConsumerOps(o.connection, s, o.group, o.consumer_name,
+                           cache_ack_ids=o.ack_mode == "commit")
+               for s in dict.fromkeys(names) if s not in self.ops]
+        for op, made in zip(new, consumers.ensure_groups(new, o.starting_position),
+                            strict=True):
+            if made:
                 log.info("spark-eventbus: created consumer group %r on stream %r at %s",
-                         o.group, s, o.starting_position)
-            self.ops[s] = op
-            joined.append(s)
-        return joined
+                         o.group, op.stream, o.starting_position)
+            self.ops[op.stream] = op
+        return [op.stream for op in new]
 
     def rediscover(self, run: str) -> bool:
         """``streamPattern``, every ``discoveryIntervalMs`` (between batches: the pre-claim is
@@ -199,7 +199,9 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self.options.max_entries_per_trigger)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.driver.claimer.stop_at({s: op.last_generated_id() for s, op in self.ops.items()})
+        ops = self.ops
+        self.driver.claimer.stop_at(dict(zip(
+            ops, consumers.last_generated_ids(list(ops.values())), strict=True)))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """Plan the next batch: recover what is already claimed for it, then reclaim and claim.
@@ -211,6 +213,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         d = self.driver
         o = self.options
         begin = BatchOffset.from_json(start)
+        d.quiet_probes = None
         d.lease.hold(begin.run)
         interrupted = d.prefetch.stop()  # True: it was still claiming, more is waiting
         if d.rediscover(begin.run):
@@ -262,6 +265,8 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         d.metrics.planned = {name: (sum(c.count for c in b.chunks), len(b.reclaimed))
                              for name, b in batches.items()}
+        # Nothing claimed: the progress report of this trigger shows what the probe saw.
+        d.quiet_probes = probes if not any(batches.values()) else None
         first_plan, d.claims.planned_once = not d.claims.planned_once, True
         if not any(batches.values()):
             if first_plan and d.claimer.stop_after is None \
@@ -310,8 +315,12 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         delivered ID and the planned batch's claimed and reclaimed counts; under ``_eventbus``
         that batch's totals and the query run's dead-lettered and lost counts."""
         out: dict[str, Any] = {}
-        m = self.driver.metrics
-        for name, stats in zip(self.ops, consumers.stats(list(self.ops.values())), strict=True):
+        d = self.driver
+        m = d.metrics
+        probes, d.quiet_probes = d.quiet_probes, None
+        found = [p.stats() for p in probes] if probes is not None and len(probes) == len(
+            self.ops) else consumers.stats(list(self.ops.values()))
+        for name, stats in zip(self.ops, found, strict=True):
             claimed, reclaimed = m.planned.get(name, (0, 0))
             out[name] = {"lag": stats.lag, "pending": stats.pending,
                          "lastDeliveredId": stats.last_delivered, "claimed": claimed,
@@ -384,10 +393,10 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         m.lost_entries += entries
         m.lost_ranges += ranges
         if self.options.ack_mode == "commit":
-            for name, op in self.ops.items():
-                for field_, plan in plans[name].items():
-                    if int(field_) < committed.seq and plan.get("run") == committed.run:
-                        op.ack(StreamBatch.from_json(plan))
+            consumers.ack_many([
+                (op, StreamBatch.from_json(plan)) for name, op in self.ops.items()
+                for field_, plan in plans[name].items()
+                if int(field_) < committed.seq and plan.get("run") == committed.run])
         self._ack(committed)
         consumers.drop_plans(ops, [list(plans[name]) for name in self.ops])
         self._trim_acked()
@@ -396,9 +405,8 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         claims = self.driver.claims
         if self.options.ack_mode != "commit" or offset.seq <= claims.acked_seq:
             return
-        for name, batch in offset.streams.items():
-            if name in self.ops:
-                self.ops[name].ack(batch)
+        consumers.ack_many([(self.ops[name], batch) for name, batch in offset.streams.items()
+                            if name in self.ops])
         claims.acked_seq = offset.seq
 
     def _trim_acked(self) -> None:
@@ -432,11 +440,12 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # A plan for `seq` may exist already (left by a driver that died): top it up.
             planned = sum(b.count for b in consumers.plans(list(self.ops.values()), run, seq))
             left = preclaim_allowance(budget, self.options.max_entries_per_trigger, planned)
+            probes = d.claimer.probe() if left > 0 else None  # one for both
             if left > 0:
-                for got in d.claimer.reclaim_all(left, run, seq, seq - 1).values():
+                for got in d.claimer.reclaim_all(left, run, seq, seq - 1, probes).values():
                     left -= got.count
             if left > 0:
-                claimed = d.claimer.claim_new(left, budget, run, seq, stop)
+                claimed = d.claimer.claim_new(left, budget, run, seq, stop, probes)
                 left -= sum(b.count for b in claimed.values())
             return stop.is_set() and left > 0
 

@@ -34,8 +34,23 @@ FIRST_CONTACT_S = 5.0
 T = TypeVar("T")
 
 
+def _driver_info() -> dict[str, Any]:
+    """redis-py >= 8 looks its own version up in the installed packages' metadata for every
+    new connection unless told (a scan of ``sys.path``: ~0.1 s in a Spark Python worker, whose
+    path is long); tell it once."""
+    try:
+        from redis.driver_info import DriverInfo
+    except ImportError:  # redis-py < 8: nothing to tell
+        return {}
+    return {"driver_info": DriverInfo(lib_version=redis.__version__)}
+
+
+_DRIVER_INFO = _driver_info()
+
+
 def _node_kwargs(spec: ConnectionSpec) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
+        **_DRIVER_INFO,
         "socket_connect_timeout": 5,
         "socket_timeout": 60,
         "socket_keepalive": True,
@@ -166,7 +181,7 @@ def _sentinel_client(spec: ConnectionSpec) -> redis.Redis:
         node["password"] = spec.password
     # Sentinels: their own credentials, the same TLS files; RESP2 (SENTINEL replies).
     sentinel_kwargs: dict[str, Any] = {"socket_connect_timeout": 2, "socket_timeout": 5,
-                                       "client_name": "spark-eventbus"}
+                                       "client_name": "spark-eventbus", **_DRIVER_INFO}
     if spec.sentinel_username:
         sentinel_kwargs["username"] = spec.sentinel_username
     if spec.sentinel_password:

@@ -14,17 +14,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import EventBusConnectionError
+from ..errors import EventBusConnectionError, NotAStreamError
 from ..ids import StreamId
 from ..keys import PREFIX, loss_key
-from ..offsets import StreamBatch
+from ..offsets import ClaimedRange, StreamBatch
 from .base import ResponseError
 from .boundary import redis_errors
 from .client import ConnectionSpec, client, is_cluster
-from .group import ConsumerOps, GroupStats
+from .group import (
+    ClaimResult,
+    ConsumerOps,
+    GroupStats,
+    ReclaimResult,
+    create_group_args,
+    earliest_in,
+)
 from .losses import settle_losses
-from .scripts import is_noscript, queue_script
-from .streams import text
+from .scripts import run_scripts
+from .streams import read_entries, send_packed, text
 
 log = logging.getLogger("spark_eventbus")
 
@@ -85,15 +92,28 @@ def _where(ops: Sequence[ConsumerOps]) -> str:
     return f"streams {shown}{more}, group {ops[0].group!r}"
 
 
+def _map(reply: Any) -> dict[bytes, Any]:
+    """A RESP3 map reply as it comes (a dict), or a RESP2 flat list of pairs as one."""
+    if isinstance(reply, dict):
+        return reply
+    return dict(zip(reply[0::2], reply[1::2], strict=True))
+
+
+def _opt_text(value: Any) -> str | None:
+    return None if value is None else text(value)
+
+
 def probe(ops: Sequence[ConsumerOps]) -> list[Probe]:
-    """Each stream's group state, pipelined: ``XINFO GROUPS`` and ``XINFO STREAM`` per stream."""
+    """Each stream's group state, pipelined: ``XINFO GROUPS`` and ``XINFO STREAM`` per stream.
+    The replies are read as they come (no redis-py reply callbacks: with thousands of streams
+    those cost more than the round trip)."""
     if not ops:
         return []
     with redis_errors(f"reading group info ({_where(ops)})", ops[0].spec):
         pipe = _pipe(ops)
         for op in ops:
-            pipe.xinfo_groups(op.stream)
-            pipe.xinfo_stream(op.stream)
+            pipe.execute_command("XINFO", "GROUPS", op.stream)
+            pipe.execute_command("XINFO", "STREAM", op.stream)
         replies = pipe.execute(raise_on_error=False)
         for reply in replies:
             if isinstance(reply, Exception) and not (
@@ -102,18 +122,22 @@ def probe(ops: Sequence[ConsumerOps]) -> list[Probe]:
                 raise reply
     out = []
     for op, groups, info in zip(ops, replies[0::2], replies[1::2], strict=True):
-        mine = None if isinstance(groups, Exception) else next(
-            (g for g in groups if text(g["name"]) == op.group), None)
+        mine = None
+        if not isinstance(groups, Exception):
+            name = op.group.encode()
+            mine = next((g for g in map(_map, groups) if g[b"name"] == name), None)
         if mine is None or isinstance(info, Exception):
             out.append(Probe(False))
             continue
-        last_entry, first_entry = info.get("last-entry"), info.get("first-entry")
-        lag = mine.get("lag")
-        out.append(Probe(True, int(mine["pending"]), None if lag is None else int(lag),
-                         int(mine.get("entries-read") or 0),
-                         text(mine["last-delivered-id"]), text(info["last-generated-id"]),
+        info = _map(info)
+        last_entry, first_entry = info.get(b"last-entry"), info.get(b"first-entry")
+        lag = mine.get(b"lag")
+        out.append(Probe(True, int(mine[b"pending"]), None if lag is None else int(lag),
+                         int(mine.get(b"entries-read") or 0),
+                         _opt_text(mine[b"last-delivered-id"]),
+                         _opt_text(info[b"last-generated-id"]),
                          text(last_entry[0]) if last_entry else None,
-                         text(first_entry[0]) if first_entry else None, int(info["length"])))
+                         text(first_entry[0]) if first_entry else None, int(info[b"length"])))
     return out
 
 
@@ -188,39 +212,179 @@ def drop_plans(ops: Sequence[ConsumerOps], fields: Sequence[Sequence[str]]) -> N
 
 def leases(ops: Sequence[ConsumerOps], mode: str, run: str, owner: str, ttl_ms: int
            ) -> list[tuple[str, str, int]]:
-    """``ConsumerOps.lease`` on every stream: one pipeline on a single node; on a cluster one
-    call per stream (a cluster pipeline cannot load a script a node lacks)."""
+    """``ConsumerOps.lease`` on every stream, pipelined per node."""
     if not ops:
         return []
-    if is_cluster(ops[0].redis):
-        return [op.lease(mode, run, owner, ttl_ms) for op in ops]
-    where = f"checking the consumer leases ({_where(ops)})"
-    replies: list[Any] = [None] * len(ops)
-    todo = list(range(len(ops)))
-    for attempt in range(2):
-        with redis_errors(where, ops[0].spec):
-            pipe = _pipe(ops)
-            for i in todo:
-                queue_script(ops[i].redis, "lease", [ops[i].lease_key],
-                             [mode, run, owner, ttl_ms], pipe)
-            for i, reply in zip(todo, pipe.execute(raise_on_error=False), strict=True):
-                replies[i] = reply
-        todo = [i for i in todo if is_noscript(replies[i])]
+    with redis_errors(f"checking the consumer leases ({_where(ops)})", ops[0].spec):
+        replies = run_scripts(ops[0].redis, "lease", [
+            ([op.lease_key], [mode, run, owner, ttl_ms]) for op in ops])
+    return [(text(status), text(holder), int(pttl)) for status, holder, pttl in replies]
+
+
+def ensure_groups(ops: Sequence[ConsumerOps], starting_position: str) -> list[bool]:
+    """``ConsumerOps.ensure_group`` of every stream in three pipelined round trips per node
+    (key types and groups; where a group is made at ``earliest``, the streams' first entries;
+    the ``XGROUP CREATE``s). True where this call created the group."""
+    if not ops:
+        return []
+    spec = ops[0].spec
+    with redis_errors(f"creating consumer groups ({_where(ops)})", spec):
+        pipe = _pipe(ops)
+        for op in ops:
+            pipe.type(op.stream)
+            pipe.xinfo_groups(op.stream)
+        replies = pipe.execute(raise_on_error=False)
+        todo: list[ConsumerOps] = []
+        for op, kind, groups in zip(ops, replies[0::2], replies[1::2], strict=True):
+            if isinstance(kind, Exception):
+                raise kind
+            kind = text(kind)
+            if kind not in ("stream", "none"):
+                raise NotAStreamError(
+                    f"key {op.stream!r} holds a {kind}, not a stream; spark-eventbus never "
+                    f"overwrites it. Server: {spec.display}. Choose another 'stream' option.")
+            if kind == "stream" and isinstance(groups, Exception):
+                raise groups
+            if kind == "none" or not any(text(g["name"]) == op.group for g in groups):
+                todo.append(op)
+        earliest: dict[str, tuple[str, int]] = {}
+        if todo and starting_position in ("earliest", "0"):
+            pipe = _pipe(todo)
+            for op in todo:
+                pipe.xinfo_stream(op.stream)
+            for op, info in zip(todo, pipe.execute(raise_on_error=False), strict=True):
+                earliest[op.stream] = ("0", 0) if isinstance(info, Exception) \
+                    else earliest_in(info)
         if not todo:
-            break
-        if attempt == 0:  # not loaded yet (or flushed): one call loads it, then pipeline again
-            replies[todo[0]] = ops[todo[0]].lease(mode, run, owner, ttl_ms)
-            todo = todo[1:]
-    out = []
-    for op, reply in zip(ops, replies, strict=True):
-        if is_noscript(reply):
-            reply = op.lease(mode, run, owner, ttl_ms)
-        elif isinstance(reply, Exception):
-            with redis_errors(where, ops[0].spec):
-                raise reply
-        status, holder, pttl = reply
-        out.append((text(status), text(holder), int(pttl)))
+            return [False] * len(ops)
+        pipe = _pipe(todo)
+        for op in todo:
+            pipe.execute_command(*create_group_args(op.stream, op.group, starting_position,
+                                                    earliest.get(op.stream)))
+        made = set()
+        for op, reply in zip(todo, pipe.execute(raise_on_error=False), strict=True):
+            # BUSYGROUP: another query made it meanwhile; another error (e.g. Redis < 7.0:
+            # no ENTRIESREAD): the one-stream path knows what to do
+            if not isinstance(reply, Exception) or (
+                    "BUSYGROUP" not in str(reply) and op.ensure_group(starting_position)):
+                made.add(op.stream)
+    return [op.stream in made for op in ops]
+
+
+def last_generated_ids(ops: Sequence[ConsumerOps]) -> list[str | None]:
+    """Each stream's last generated ID (None: the stream does not exist), pipelined."""
+    if not ops:
+        return []
+    with redis_errors(f"reading stream info ({_where(ops)})", ops[0].spec):
+        pipe = _pipe(ops)
+        for op in ops:
+            pipe.xinfo_stream(op.stream)
+        out: list[str | None] = []
+        for info in pipe.execute(raise_on_error=False):
+            if isinstance(info, ResponseError) and str(info).startswith("no such key"):
+                out.append(None)
+            elif isinstance(info, Exception):
+                raise info
+            else:
+                out.append(text(info["last-generated-id"]))
     return out
+
+
+@dataclass(frozen=True)
+class ClaimAsk:
+    """One stream's claim in a pipelined round (:func:`claim_many`)."""
+
+    op: ConsumerOps
+    count: int
+    stop_after: str | None
+
+
+def claim_many(asks: Sequence[ClaimAsk], run: str, seq: int, fail_on_loss: bool
+               ) -> list[ClaimResult]:
+    """``ConsumerOps.claim`` (without a byte bound) on many streams in three pipelined round
+    trips per node: every ``claim.lua`` intent, then every ``XREADGROUP``, then every
+    ``claim_record.lua``. Each stream's steps keep their order, so a driver killed in between
+    leaves intents that the next plan read closes, stream by stream, as for one claim."""
+    if not asks:
+        return []
+    ops = [a.op for a in asks]
+    with redis_errors(f"claiming new entries ({_where(ops)})", ops[0].spec):
+        intents = run_scripts(ops[0].redis, "claim", [
+            a.op.claim_intent(run, seq, a.stop_after, fail_on_loss) for a in asks])
+        for op, res in zip(ops, intents, strict=True):
+            op._check_fence(res)
+        reading = [i for i, res in enumerate(intents) if text(res[0]) == "read"]
+        entries: list[list[Any] | None] = [None] * len(asks)
+        if reading:
+            pipe = ops[0].raw.pipeline(transaction=False)
+            for i in reading:
+                pipe.execute_command(*asks[i].op.xreadgroup(asks[i].count))
+            for i, reply in zip(reading, pipe.execute(), strict=True):
+                entries[i] = read_entries(reply)
+            run_scripts(ops[0].redis, "claim_record", [
+                asks[i].op.claim_record(run, seq, asks[i].op.claimed(entries[i] or []))
+                for i in reading])
+    return [ConsumerOps.claim_result(res, got, a.count, False)
+            for a, res, got in zip(asks, intents, entries, strict=True)]
+
+
+@dataclass(frozen=True)
+class ReclaimAsk:
+    """One stream's reclaim page in a pipelined round (:func:`reclaim_many`)."""
+
+    op: ConsumerOps
+    cursor: str
+    count: int
+
+
+def reclaim_many(asks: Sequence[ReclaimAsk], min_idle_ms: int, run: str, seq: int,
+                 max_deliveries: int, dead_letter_stream: str | None, protect_from: int
+                 ) -> list[ReclaimResult]:
+    """``ConsumerOps.reclaim`` of one page on many streams, pipelined per node."""
+    if not asks:
+        return []
+    ops = [a.op for a in asks]
+    with redis_errors(f"reclaiming idle entries ({_where(ops)})", ops[0].spec):
+        replies = run_scripts(ops[0].redis, "reclaim", [
+            a.op.reclaim_call(a.cursor, a.count, min_idle_ms, run, seq, max_deliveries,
+                              dead_letter_stream, protect_from) for a in asks])
+    return [a.op.reclaim_result(res) for a, res in zip(asks, replies, strict=True)]
+
+
+def ack_many(pairs: Sequence[tuple[ConsumerOps, StreamBatch]]) -> int:
+    """``ConsumerOps.ack`` of many streams' batches: on a single node, the XACKs of every
+    chunk this process claimed in one round trip and the rest (``ack_range.lua``, reclaimed
+    IDs) in one more; on a cluster, stream by stream. Idempotent; the number acked."""
+    pairs = [(op, b) for op, b in pairs if b]
+    if not pairs:
+        return 0
+    if len(pairs) == 1 or is_cluster(pairs[0][0].redis):
+        return sum(op.ack(b) for op, b in pairs)
+    ops = [op for op, _ in pairs]
+    where = f"acking committed entries ({_where(ops)})"
+    acked = 0
+    rest: list[tuple[ConsumerOps, ClaimedRange]] = []
+    packed: list[bytes] = []
+    for op, batch in pairs:
+        known, p = op.packed_acks(batch)
+        packed += p
+        rest += [(op, c) for c in batch.chunks if c not in known]
+    if packed:
+        try:
+            with redis_errors(where, ops[0].spec):
+                acked += sum(int(n) for n in send_packed(ops[0].redis, ops[0].stream, packed))
+        except EventBusConnectionError:  # Redis stayed unreachable: ack_range, idempotent
+            rest = [(op, c) for op, batch in pairs for c in batch.chunks]
+    with redis_errors(where, ops[0].spec):
+        if rest:
+            acked += sum(int(n) for n in run_scripts(ops[0].redis, "ack_range", [
+                op.ack_range(c) for op, c in rest]))
+        pipe = _pipe(ops)
+        for op, batch in pairs:
+            for ids in op.reclaimed_acks(batch):
+                pipe.xack(op.stream, op.group, *ids)
+        acked += sum(int(n) for n in pipe.execute())
+    return acked
 
 
 def discover(spec: ConnectionSpec, pattern: str, exclude: Sequence[str] = ()) -> list[str]:

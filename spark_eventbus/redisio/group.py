@@ -96,7 +96,11 @@ def before_first_entry(r: Redis, stream: str) -> tuple[str, int]:
     entries trimmed long before are not reported as lost), and the entries-read count there."""
     if key_type(r, stream) == "none":
         return "0", 0
-    info = r.xinfo_stream(stream)
+    return earliest_in(r.xinfo_stream(stream))
+
+
+def earliest_in(info: dict[Any, Any]) -> tuple[str, int]:
+    """:func:`before_first_entry` from the stream's ``XINFO STREAM`` reply."""
     first = info.get("first-entry")
     if not first:
         # Empty stream: everything after the last generated ID is new.
@@ -105,6 +109,24 @@ def before_first_entry(r: Redis, stream: str) -> tuple[str, int]:
     added = info.get("entries-added")
     read = int(added) - int(info["length"]) if added is not None else 0
     return str(first_id.prev()), max(0, read)
+
+
+def create_group_args(stream: str, group: str, starting_position: str,
+                      earliest: tuple[str, int] | None) -> list[Any]:
+    """``XGROUP CREATE … MKSTREAM`` at ``starting_position`` (``earliest``: where
+    :func:`before_first_entry` puts it)."""
+    args: list[Any] = ["XGROUP", "CREATE", stream, group]
+    pos = starting_position
+    if pos in ("latest", "$"):
+        args.append("$")
+    elif pos in ("earliest", "0"):
+        start, entries_read = earliest or ("0", 0)
+        args += [start, "MKSTREAM", "ENTRIESREAD", entries_read]
+    else:
+        args.append(pos)
+    if "MKSTREAM" not in args:
+        args.append("MKSTREAM")
+    return args
 
 
 class ConsumerOps:
@@ -153,17 +175,9 @@ class ConsumerOps:
                 for g in self.redis.xinfo_groups(self.stream):
                     if text(g["name"]) == self.group:
                         return False
-            args: list[Any] = ["XGROUP", "CREATE", self.stream, self.group]
-            pos = starting_position
-            if pos in ("latest", "$"):
-                args.append("$")
-            elif pos in ("earliest", "0"):
-                start, entries_read = before_first_entry(self.redis, self.stream)
-                args += [start, "MKSTREAM", "ENTRIESREAD", entries_read]
-            else:
-                args.append(pos)
-            if "MKSTREAM" not in args:
-                args.append("MKSTREAM")
+            earliest = (before_first_entry(self.redis, self.stream)
+                        if starting_position in ("earliest", "0") else None)
+            args = create_group_args(self.stream, self.group, starting_position, earliest)
             try:
                 self.redis.execute_command(*args)
             except ResponseError as exc:
@@ -238,34 +252,66 @@ class ConsumerOps:
         (:func:`.planning.entries_within`; one oversized entry when ``batch_empty``).
         """
         with self._errors("claiming new entries"):
-            res = run_script(self.redis, "claim", [self.stream, self.plan_key, self.lease_key],
-                             [self.group, self.consumer, run, str(seq), stop_after or "",
-                              "fail" if fail_on_loss else "skip", self.lease_token])
+            res = run_script(self.redis, "claim", *self.claim_intent(run, seq, stop_after,
+                                                                     fail_on_loss))
             self._check_fence(res)
-            status, lost_after, lost_before, lost_count = (text(x) for x in res[:4])
-            chunk, size = None, 0
-            if status == "read":
+            entries: list[Any] | None = None
+            if text(res[0]) == "read":
                 if bytes_left is not None:
                     ahead = self.raw.execute_command("XRANGE", self.stream,
                                                      "(" + text(res[4]), "+", "COUNT", count)
                     count = entries_within(entry_sizes(ahead or []), bytes_left, batch_empty)
                 entries = read_entries(self.raw.execute_command(
-                    "XREADGROUP", "GROUP", self.group, self.consumer, "COUNT", count,
-                    "STREAMS", self.stream, ">")) if count > 0 else []
-                ids = [e[0] for e in entries]
-                if ids:
-                    chunk = ClaimedRange(text(ids[0]), text(ids[-1]), len(ids))
-                    if bytes_left is not None:
-                        size = sum(entry_sizes(entries))
-                bounds = [chunk.first, chunk.last, chunk.count] if chunk else ["", "", 0]
-                run_script(self.redis, "claim_record", [self.stream, self.plan_key],
-                           [self.group, self.consumer, run, str(seq), *bounds])
-                status = "ok" if chunk else ("full" if count == 0 else "empty")
-                if chunk is not None and self.cache_ack_ids \
-                        and self._ack_ids_bytes < ACK_ID_CACHE_BYTES:
-                    packed = resp.bulks(ids)
-                    self._ack_ids[chunk] = packed
-                    self._ack_ids_bytes += len(packed)
+                    *self.xreadgroup(count))) if count > 0 else []
+                chunk = self.claimed(entries)
+                run_script(self.redis, "claim_record", *self.claim_record(run, seq, chunk))
+            return self.claim_result(res, entries, count, bytes_left is not None)
+
+    # The three steps of a claim, also run for many streams at once, pipelined
+    # (:func:`.consumers.claim_many`).
+
+    def claim_intent(self, run: str, seq: int, stop_after: str | None, fail_on_loss: bool
+                     ) -> tuple[list[Any], list[Any]]:
+        """KEYS and ARGV of ``claim.lua``: the claim's intent in the plan of batch ``seq``."""
+        return ([self.stream, self.plan_key, self.lease_key],
+                [self.group, self.consumer, run, str(seq), stop_after or "",
+                 "fail" if fail_on_loss else "skip", self.lease_token])
+
+    def xreadgroup(self, count: int) -> list[Any]:
+        """The ``XREADGROUP >`` of a claim of ``count`` entries."""
+        return ["XREADGROUP", "GROUP", self.group, self.consumer, "COUNT", count, "STREAMS",
+                self.stream, ">"]
+
+    def claimed(self, entries: list[Any]) -> ClaimedRange | None:
+        """The chunk the ``XREADGROUP`` read (None: nothing); its IDs are kept for the ack."""
+        if not entries:
+            return None
+        chunk = ClaimedRange(text(entries[0][0]), text(entries[-1][0]), len(entries))
+        if self.cache_ack_ids and self._ack_ids_bytes < ACK_ID_CACHE_BYTES:
+            packed = resp.bulks([e[0] for e in entries])
+            self._ack_ids[chunk] = packed
+            self._ack_ids_bytes += len(packed)
+        return chunk
+
+    def claim_record(self, run: str, seq: int, chunk: ClaimedRange | None
+                     ) -> tuple[list[Any], list[Any]]:
+        """KEYS and ARGV of ``claim_record.lua``: ``chunk`` recorded in the plan."""
+        bounds = [chunk.first, chunk.last, chunk.count] if chunk else ["", "", 0]
+        return ([self.stream, self.plan_key],
+                [self.group, self.consumer, run, str(seq), *bounds])
+
+    @staticmethod
+    def claim_result(intent: list[Any], entries: list[Any] | None, count: int, sized: bool
+                     ) -> ClaimResult:
+        """The outcome of a claim: ``intent`` is ``claim.lua``'s reply, ``entries`` what the
+        ``XREADGROUP`` of ``count`` read (None: not run)."""
+        status, lost_after, lost_before, lost_count = (text(x) for x in intent[:4])
+        chunk, size = None, 0
+        if entries is not None:
+            if entries:
+                chunk = ClaimedRange(text(entries[0][0]), text(entries[-1][0]), len(entries))
+                size = sum(entry_sizes(entries)) if sized else 0
+            status = "ok" if chunk else ("full" if count == 0 else "empty")
         return ClaimResult(status, chunk, lost_after, lost_before, int(lost_count), size)
 
     def reclaim(self, cursor: str, count: int, min_idle_ms: int, run: str, seq: int,
@@ -273,15 +319,25 @@ class ConsumerOps:
                 ) -> ReclaimResult:
         """One atomic XAUTOCLAIM pass of at most ``count`` entries (scans <= 10x that) into the
         plan of batch ``seq``; entries of plans ``>= protect_from`` are never taken."""
+        with self._errors("reclaiming idle entries"):
+            res = run_script(self.redis, "reclaim", *self.reclaim_call(
+                cursor, count, min_idle_ms, run, seq, max_deliveries, dead_letter_stream,
+                protect_from))
+        return self.reclaim_result(res)
+
+    def reclaim_call(self, cursor: str, count: int, min_idle_ms: int, run: str, seq: int,
+                     max_deliveries: int, dead_letter_stream: str | None, protect_from: int
+                     ) -> tuple[list[Any], list[Any]]:
+        """KEYS and ARGV of ``reclaim.lua`` (:meth:`reclaim`)."""
         here = dead_letter_stream is not None and same_slot(self.redis, self.stream,
                                                              dead_letter_stream)
-        with self._errors("reclaiming idle entries"):
-            res = run_script(self.redis, "reclaim",
-                             [self.stream, self.plan_key,
-                              dead_letter_stream if here else self.stream, self.lease_key],
-                             [self.group, self.consumer, min_idle_ms, cursor, count, run,
-                              str(seq), max_deliveries, protect_from, "1" if here else "0",
-                              self.lease_token])
+        return ([self.stream, self.plan_key, dead_letter_stream if here else self.stream,
+                 self.lease_key],
+                [self.group, self.consumer, min_idle_ms, cursor, count, run, str(seq),
+                 max_deliveries, protect_from, "1" if here else "0", self.lease_token])
+
+    def reclaim_result(self, res: list[Any]) -> ReclaimResult:
+        """``reclaim.lua``'s reply; a lease another query took raises."""
         self._check_fence(res)
         next_cursor, flat, dead, deleted, poison, size = res
         return ReclaimResult(text(next_cursor), _pairs(flat), int(dead),
@@ -307,8 +363,8 @@ class ConsumerOps:
         those IDs, sent pre-encoded; the others with ack_range (which reads the IDs from this
         consumer's PEL).
         """
-        known = [c for c in batch.chunks if c in self._ack_ids]
-        acked = self._xack_known(known) if known else None
+        known, packed = self.packed_acks(batch)
+        acked = self._xack_known(packed) if known else None
         rest = batch.chunks if acked is None else [c for c in batch.chunks if c not in known]
         acked = acked or 0
         with self._errors("acking committed entries"):
@@ -316,27 +372,41 @@ class ConsumerOps:
             for chunk in rest:
                 # A cluster pipeline cannot load a script a node lacks (NOSCRIPT after a
                 # failover or reshard): run them one by one there.
-                acked_now = run_script(self.redis, "ack_range", [self.stream],
-                                       [self.group, self.consumer, chunk.first, chunk.last],
+                acked_now = run_script(self.redis, "ack_range", *self.ack_range(chunk),
                                        None if is_cluster(self.redis) else pipe)
                 if is_cluster(self.redis):
                     acked += int(acked_now)
-            ids = [i for i, _ in batch.reclaimed]
-            for k in range(0, len(ids), ACK_CHUNK):
-                pipe.xack(self.stream, self.group, *ids[k:k + ACK_CHUNK])
+            for ids in self.reclaimed_acks(batch):
+                pipe.xack(self.stream, self.group, *ids)
             for n in pipe.execute():
                 acked += int(n)
         return acked
 
-    def _xack_known(self, chunks: list[ClaimedRange]) -> int | None:
-        """One pipelined round trip of ``XACK stream group <ids>`` per range, packed here from
-        the RESP the claim script returned (no per-ID work in Python), through the client's
-        retries. The ranges leave the cache either way; None when Redis stays unreachable:
-        ``ack`` then acks them with ack_range (acks are idempotent)."""
+    def packed_acks(self, batch: StreamBatch) -> tuple[list[ClaimedRange], list[bytes]]:
+        """The chunks of ``batch`` whose IDs this process kept, and one ``XACK stream group
+        <ids>`` per chunk, packed as RESP from what the claim returned (no per-ID work in
+        Python). The chunks leave the cache."""
+        known = [c for c in batch.chunks if c in self._ack_ids]
         head = resp.bulk(b"XACK") + self._xack_args
-        packed = [resp.array_header(c.count + 3) + head + self._ack_ids[c] for c in chunks]
-        for c in chunks:
+        packed = [resp.array_header(c.count + 3) + head + self._ack_ids[c] for c in known]
+        for c in known:
             self._ack_ids_bytes -= len(self._ack_ids.pop(c))
+        return known, packed
+
+    def ack_range(self, chunk: ClaimedRange) -> tuple[list[Any], list[Any]]:
+        """KEYS and ARGV of ``ack_range.lua``: ack ``chunk`` from this consumer's PEL."""
+        return [self.stream], [self.group, self.consumer, chunk.first, chunk.last]
+
+    @staticmethod
+    def reclaimed_acks(batch: StreamBatch) -> list[list[str]]:
+        """The reclaimed IDs of ``batch`` in XACK calls of at most :data:`ACK_CHUNK`."""
+        ids = [i for i, _ in batch.reclaimed]
+        return [ids[k:k + ACK_CHUNK] for k in range(0, len(ids), ACK_CHUNK)]
+
+    def _xack_known(self, packed: list[bytes]) -> int | None:
+        """``packed`` XACKs (:meth:`packed_acks`) in one pipelined round trip, through the
+        client's retries; None when Redis stays unreachable: ``ack`` then acks those chunks
+        with ack_range (acks are idempotent)."""
         try:
             with self._errors("acking committed entries"):
                 try:

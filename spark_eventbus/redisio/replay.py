@@ -15,6 +15,22 @@ from .losses import ack_gone, record_losses, xrange_each
 from .streams import xrange_pages
 
 
+def read_ranges(spec: ConnectionSpec, ranges: Sequence[tuple[str, str, str, int]]
+                ) -> list[list[Any]]:
+    """``XRANGE stream first last COUNT n`` of each ``(stream, first, last, n)``, pipelined
+    (one round trip per node): small ranges of many streams read together. Raw replies."""
+    if not ranges:
+        return []
+    streams = list(dict.fromkeys(r[0] for r in ranges))
+    shown = ", ".join(repr(s) for s in streams[:3]) + (
+        f" and {len(streams) - 3} more" if len(streams) > 3 else "")
+    with redis_errors(f"reading streams {shown}", spec):
+        pipe = client(spec, raw_entries=True).pipeline(transaction=False)
+        for stream, first, last, n in ranges:
+            pipe.execute_command("XRANGE", stream, first, last, "COUNT", n)
+        return [list(got or []) for got in pipe.execute()]
+
+
 class StreamReplay:
     """Reads of one stream for one task. Idempotent: every call reads, or writes bookkeeping
     that a retry writes again to the same effect."""

@@ -73,6 +73,35 @@ def queue_script(r: Redis, name: str, keys: Sequence[Any], args: Sequence[Any], 
     pipe.evalsha(_script(r, name).sha, len(keys), *keys, *args)
 
 
+def run_scripts(r: Redis, name: str, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]
+                ) -> list[Any]:
+    """Script ``name`` once per ``(keys, args)`` of ``calls``, pipelined: one round trip per
+    node (a cluster pipeline groups them by node). Where the server does not know the script
+    yet, the first call loads it and the others are sent again; a node still without it (a
+    cluster node, after a failover or a reshard) gets its calls one by one, which load it.
+    Any other error reply is raised (the first, in call order)."""
+    replies: list[Any] = [None] * len(calls)
+    todo = list(range(len(calls)))
+    for attempt in range(2):
+        if not todo:
+            break
+        pipe = r.pipeline(transaction=False)
+        for i in todo:
+            queue_script(r, name, calls[i][0], calls[i][1], pipe)
+        for i, reply in zip(todo, pipe.execute(raise_on_error=False), strict=True):
+            replies[i] = reply
+        todo = [i for i in todo if is_noscript(replies[i])]
+        if todo and attempt == 0:
+            replies[todo[0]] = run_script(r, name, *calls[todo[0]])
+            todo = todo[1:]
+    for i in todo:
+        replies[i] = run_script(r, name, *calls[i])
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
 def is_noscript(reply: Any) -> bool:
     return isinstance(reply, NoScriptError) or (
         isinstance(reply, ResponseError) and str(reply).startswith("NOSCRIPT"))
