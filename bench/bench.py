@@ -642,6 +642,146 @@ def bench_trim(r: redis.Redis, port: int, n: int) -> None:
                              "length_off": off["length_after"]}
 
 
+MANY_STREAMS = (1, 100, 1_000, 10_000)
+MANY_ENTRIES = 20_000
+
+
+def many_names(n: int) -> list[str]:
+    return [f"bench:many:{n}:{i}" for i in range(n)]
+
+
+def _command_calls(r: redis.Redis) -> int:
+    """Commands Redis has run (``INFO commandstats``; script-internal calls included)."""
+    return sum(int(v["calls"]) for k, v in r.info("commandstats").items()
+               if k != "cmdstat_info")
+
+
+def run_many(url: str, counts: str, quiet_seconds: str) -> dict[str, Any]:
+    """Driver process of the many-streams figures (``bench.py many URL 1,100 SECONDS``): a
+    warm-up query, then per stream count one ``Trigger.AvailableNow`` query of group ``many``
+    over the streams :func:`bench_many` filled; then per stream count a query on the same
+    group with a 100 ms processing-time trigger for ``quiet_seconds`` (nothing new: every
+    trigger is quiet). Per query: wall time, the sum of each phase, Redis commands, and the
+    bytes per stream of the offset Spark logged."""
+    from spark_eventbus.offsets import BatchOffset
+
+    spark = _spark()
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
+    r = redis.Redis.from_url(url)
+
+    def reader(n: int) -> Any:
+        return (spark.readStream.format("eventbus").option("url", url)
+                .option("stream", ",".join(many_names(n))).option("group", "many")
+                .option("consumer", "c").option("startingPosition", "earliest").load())
+
+    warm = tempfile.mkdtemp(prefix="bench-many-")
+    (spark.readStream.format("eventbus").option("url", url).option("stream", WARMUP)
+     .option("group", "many-warmup").option("startingPosition", "earliest").load()
+     .writeStream.format("noop").option("checkpointLocation", warm)
+     .trigger(availableNow=True).start().awaitTermination())
+    out: dict[str, Any] = {}
+    for n in map(int, counts.split(",")):
+        chk = tempfile.mkdtemp(prefix="bench-many-")
+        calls = _command_calls(r)
+        start = time.perf_counter()
+        q = (reader(n).writeStream.format("noop").option("checkpointLocation", chk)
+             .trigger(availableNow=True).start())
+        q.awaitTermination()
+        wall = time.perf_counter() - start
+        calls = _command_calls(r) - calls
+        progress = q.recentProgress
+        logged = Path(chk, "offsets", "0").read_text().splitlines()[-1]
+        in_log = len(BatchOffset.from_json(json.loads(logged)).streams)
+
+        def phase(name: str, ps: list[dict[str, Any]] = progress) -> float:
+            return sum(p["durationMs"].get(name, 0) for p in ps)
+        out[str(n)] = {
+            "seconds": wall, "rows": sum(p["numInputRows"] for p in progress),
+            "batches": len(progress), "latest_offset_ms": phase("latestOffset"),
+            "add_batch_ms": phase("addBatch"), "trigger_ms": phase("triggerExecution"),
+            "commands": calls, "offset_bytes_per_stream": len(logged) / max(1, in_log),
+            "streams_in_offset": in_log}
+    for n in map(int, counts.split(",")):
+        if n < 100:
+            continue
+        chk = tempfile.mkdtemp(prefix="bench-many-quiet-")
+        q = (reader(n).writeStream.format("noop").option("checkpointLocation", chk)
+             .trigger(processingTime="100 milliseconds").start())
+        time.sleep(4)  # start-up and the first triggers (the first one of a driver does more)
+        calls, before = _command_calls(r), len(q.recentProgress)
+        time.sleep(float(quiet_seconds))
+        calls, progress = _command_calls(r) - calls, q.recentProgress[before:]
+        q.stop()
+        lo = sorted(p["durationMs"].get("latestOffset", 0) for p in progress)
+        out[str(n)]["quiet"] = {
+            "triggers": len(progress), "latest_offset_ms_median": lo[len(lo) // 2] if lo else None,
+            "latest_offset_ms_max": lo[-1] if lo else None,
+            "commands_per_trigger": calls / max(1, len(progress)),
+            "rows": sum(p["numInputRows"] for p in progress)}
+    spark.stop()
+    return out
+
+
+def plain_many(r: redis.Redis, streams: list[str], group: str) -> float:
+    """The plain redis-py consumer over many streams: one XREADGROUP over all of them (COUNT
+    1000), one pipelined XACK per reply, until nothing is left."""
+    for s in streams:
+        r.xgroup_create(s, group, "0")
+    start = time.perf_counter()
+    got = 0
+    while True:
+        reply = r.xreadgroup(group, "c", dict.fromkeys(streams, ">"), count=1000)
+        if not reply or not any(entries for _, entries in reply):
+            break
+        pipe = r.pipeline(transaction=False)
+        for name, entries in reply:
+            if entries:
+                got += len(entries)
+                pipe.xack(name, group, *[i for i, _ in entries])
+        pipe.execute()
+    assert got == MANY_ENTRIES, got
+    return time.perf_counter() - start
+
+
+def bench_many(r: redis.Redis, port: int, quiet_seconds: float = 6) -> None:
+    """Many streams (issue 26): the same 20,000 entries spread over 1; 100; 1,000; 10,000
+    streams, one group at ``earliest``, default options, ``Trigger.AvailableNow``; all queries
+    in one driver after one warm-up query; against a plain redis-py loop on the same data."""
+    produce(r, WARMUP_ENTRIES, WARMUP)
+    plain = {}
+    for n in MANY_STREAMS:
+        names = many_names(n)
+        pipe = r.pipeline(transaction=False)
+        for i in range(MANY_ENTRIES):
+            pipe.xadd(names[i % n], {"n": str(i), "payload": "x" * 60})
+        pipe.execute()
+        plain[n] = plain_many(r, names, "plain")
+    url = f"redis://127.0.0.1:{port}/0"
+    res = sub_driver("many", url, ",".join(map(str, MANY_STREAMS)), str(quiet_seconds))
+    one = res["1"]["seconds"]
+    print(f"many streams ({MANY_ENTRIES:,} entries in all, one query each, same driver):")
+    for n in MANY_STREAMS:
+        x = res[str(n)]
+        assert x["rows"] == MANY_ENTRIES, (n, x)
+        pending = sum(int(g["pending"]) for s in many_names(n) for g in r.xinfo_groups(s)
+                      if g["name"] == b"many")
+        assert pending == 0, (n, pending)
+        print(f"  {n:>6,} streams: {x['seconds']:5.2f} s = {x['seconds'] / one:.2f}x one "
+              f"stream; {x['batches']} batch(es), latestOffset {x['latest_offset_ms']:,.0f} ms, "
+              f"addBatch {x['add_batch_ms']:,.0f} ms; {x['commands']:,} Redis commands; offset "
+              f"{x['offset_bytes_per_stream']:.0f} B per stream ({x['streams_in_offset']:,} "
+              f"streams); plain redis-py loop {plain[n]:.2f} s", flush=True)
+        if "quiet" in x:
+            qt = x["quiet"]
+            assert qt["rows"] == 0, qt
+            print(f"          quiet triggers (nothing new, {qt['triggers']}): latestOffset "
+                  f"median {qt['latest_offset_ms_median']} ms, max "
+                  f"{qt['latest_offset_ms_max']} ms; {qt['commands_per_trigger']:,.0f} Redis "
+                  "commands per trigger", flush=True)
+    FIGURES["many_streams"] = {"entries": MANY_ENTRIES, "runs": res,
+                               "plain_seconds": {str(k): v for k, v in plain.items()}}
+
+
 def bench_reader(r: redis.Redis, port: int, n: int) -> None:
     """The reader against a plain consumer loop (issue 2)."""
     t = time.perf_counter()
@@ -757,6 +897,9 @@ def main() -> None:
         url, streams, group, max_entries, source = sys.argv[2:7]
         print(json.dumps(run_reader(url, streams, group, int(max_entries), source)))
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "many":
+        print(json.dumps(run_many(*sys.argv[2:5])))
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "tick":
         print(json.dumps(run_tick(float(sys.argv[2]))))
         return
@@ -776,7 +919,7 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--entries", type=int, default=1_000_000)
     ap.add_argument("--only", choices=("reader", "latency", "sink", "cluster", "replicas",
-                                         "trim"),
+                                         "trim", "many"),
                     help="run one part only")
     args = ap.parse_args()
     n = args.entries
@@ -800,6 +943,9 @@ def main() -> None:
         if args.only in (None, "trim"):
             r.flushall()
             bench_trim(r, port, min(n, 100_000))
+        if args.only in (None, "many"):
+            r.flushall()
+            bench_many(r, port)
         out = ROOT / ".bench"
         out.mkdir(exist_ok=True)
         (out / "figures.json").write_text(json.dumps(FIGURES, indent=1))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .errors import DataLossError, EventBusError
@@ -59,6 +59,28 @@ class Claimer:
         # (run, seq) -> [entries, bytes] this process claimed and reclaimed into that batch's
         # plan: what maxBytesPerTrigger has left for it (a plan left by another driver: unknown)
         self.sizes: dict[tuple[str, int], list[int]] = {}
+        # (run, seq) -> the streams whose plan of that batch this process may have written
+        # (a claim or reclaim script ran there): where the reader looks for plans once no
+        # driver before this one can have left any (stream_reader: ClaimState.full_until)
+        self.wrote: dict[tuple[str, int], set[str]] = {}
+
+    def _writes(self, run: str, seq: int, names: Iterable[str]) -> None:
+        self.wrote.setdefault((run, seq), set()).update(names)
+
+    def written(self, run: str, seq: int) -> set[str]:
+        """The streams whose plan of batch ``seq`` this process may have written."""
+        return set(self.wrote.get((run, seq), ()))
+
+    def forget_written(self, run: str, up_to: int) -> set[str]:
+        """The streams whose plans of batches up to ``up_to`` this process may have written,
+        forgotten here (those batches are committed)."""
+        out: set[str] = set()
+        for key in list(self.wrote):
+            if key[0] != run:  # an earlier run of this driver's query: over
+                del self.wrote[key]
+            elif key[1] <= up_to:
+                out |= self.wrote.pop(key)
+        return out
 
     def knows_size(self, run: str, seq: int) -> bool:
         """Whether this process claimed everything in the plan of batch ``seq``, so that
@@ -92,8 +114,13 @@ class Claimer:
         return consumers.probe(list(self.ops.values()))
 
     def reclaim_all(self, left: int | None, run: str, seq: int, protect_from: int,
-                    probes: list[consumers.Probe] | None = None) -> dict[str, StreamBatch]:
-        """Reclaim up to ``min(reclaimMaxEntries, left)`` entries, shared across streams."""
+                    probes: list[consumers.Probe] | None = None,
+                    in_flight: Mapping[str, int] | None = None) -> dict[str, StreamBatch]:
+        """Reclaim up to ``min(reclaimMaxEntries, left)`` entries, shared across streams.
+
+        ``in_flight``: per stream, the entries of the batch Spark is running (the pre-claim;
+        every batch before it acked): a group whose pending count is no more than that has
+        nothing else pending, so its stream is not scanned now (the next batch looks again)."""
         o = self.options
         if not o.reclaim_enabled:
             return {}
@@ -104,10 +131,14 @@ class Claimer:
         # rule lacks a command of the reclaim fails at the query's start, not on a first failure.
         todo = [(name, op) for k, ((name, op), p) in enumerate(zip(
             self.ops.items(), self.probe() if probes is None else probes, strict=True))
-            if (p.has_pending or (k == 0 and not self.reclaim_checked))
+            if ((p.has_pending and not (in_flight is not None and p.pending is not None
+                                        and p.pending <= in_flight.get(name, 0)))
+                or (k == 0 and not self.reclaim_checked))
             and name not in self.reclaim_done]
         self.reclaim_checked = True
         grants = share_budget(budget, [budget] * len(todo))
+        self._writes(run, seq, (name for (name, _), grant in zip(todo, grants, strict=True)
+                                if grant > 0))
         if o.max_bytes_per_trigger is not None or len(todo) == 1:
             for (name, op), grant in zip(todo, grants, strict=True):
                 got = self._reclaim(name, op, grant, run, seq, protect_from)
@@ -177,6 +208,7 @@ class Claimer:
         (per node), as long as a stream's chunks come back full."""
         items = [(name, op, budget) for name, op, budget in items if budget > 0 and not (
             self.stop_after is not None and self.stop_after.get(name) is None)]
+        self._writes(run, seq, (name for name, _, _ in items))
         if self.options.max_bytes_per_trigger is not None or len(items) <= 1:
             out = {}
             for name, op, budget in items:
@@ -224,6 +256,7 @@ class Claimer:
         if self.stop_after is not None and stop_after is None:
             return StreamBatch()  # the stream did not exist when AvailableNow began
         ranges = []
+        self._writes(run, seq, [name])
         while budget > 0 and not (stop is not None and stop.is_set()):
             bytes_left, empty = self._bytes_left(run, seq)
             if bytes_left is not None and bytes_left <= 0 and not empty:
@@ -245,6 +278,7 @@ class Claimer:
         if budget <= 0 or name in self.reclaim_done:
             return StreamBatch()
         taken: list[tuple[str, int]] = []
+        self._writes(run, seq, [name])
         # At most a few passes per batch: every XAUTOCLAIM call is bounded server-side.
         page = RECLAIM_PAGE if o.max_bytes_per_trigger is None else RECLAIM_PAGE_BYTES_BOUND
         for _ in range(max(4, budget // page + 2)):

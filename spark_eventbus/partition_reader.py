@@ -44,16 +44,18 @@ def read_slices(part: SlicePartition) -> Iterator[pa.RecordBatch]:
     settle()
     build = _builder(part.spec)
     group: list[Slice] = []
+    size = 0  # entries in `group`
     for sl in part.slices:
         if sl.reclaimed or sl.count > READ_PAGE:
             yield from read_small(part, group, build)
-            group = []
+            group, size = [], 0
             yield from read_slice(part, sl, build)
             continue
-        if group and sum(g.count for g in group) + sl.count > READ_PAGE:
+        if group and size + sl.count > READ_PAGE:
             yield from read_small(part, group, build)
-            group = []
+            group, size = [], 0
         group.append(sl)
+        size += sl.count
     yield from read_small(part, group, build)
 
 

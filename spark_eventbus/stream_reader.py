@@ -77,6 +77,11 @@ class ClaimState:
     # when latestOffset last returned a new batch (or the driver started): maxTriggerDelay
     last_batch_at: float = field(default_factory=time.monotonic)
     last_trim_at: float = 0.0  # trimAcked: when the streams were last trimmed
+    # The last batch whose plans a driver before this one can have written: its first batch
+    # and the pre-claim of the next (one live driver per consumer: the lease). Plans of later
+    # batches are only where this process's claims wrote (Claimer.written), so a quiet stream
+    # costs no plan reads, closes or loss checks per batch.
+    full_until: int | None = None
 
 
 def _plan_barrier(key: str, run: str, seq: int, batch: StreamBatch) -> Barrier:
@@ -233,8 +238,11 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # nothing can have been planned for `seq` since (only a claim for `seq` writes its
         # plan: none found anything, and the pre-claim starts only after a batch is returned).
         quiet = d.claims.idle == (begin.run, seq)
-        plans = [] if quiet else consumers.plans(list(self.ops.values()), begin.run, seq)
-        for name, residue in zip(self.ops if plans else (), plans, strict=True):
+        if d.claims.full_until is None:
+            d.claims.full_until = seq + 1
+        scope = [] if quiet else self._plan_scope(begin.run, seq)
+        plans = consumers.plans(scope, begin.run, seq)
+        for name, residue in zip((op.stream for op in scope), plans, strict=True):
             if residue:
                 if d.claims.preclaimed_seq != seq:
                     log.warning("spark-eventbus: recovering %d entries of stream %r claimed by "
@@ -274,7 +282,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 # Nothing to read yet: one empty batch now makes Spark start the Python
                 # workers of this query's tasks (reader and sink), so that the first entries
                 # to arrive do not wait for that start-up (partitions() below).
-                self._start_prefetch(begin, budget, seq + 1)
+                self._start_prefetch(begin, budget, seq + 1, {})
                 d.claims.last_batch_at = time.monotonic()
                 return BatchOffset(begin.run, seq, {}).to_json()
             self._close_committed(begin)
@@ -286,7 +294,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         wait_for_writes(o.connection, [_plan_barrier(self.ops[n].plan_key, begin.run, seq, b)
                                        for n, b in batches.items() if b],
                         f"recording the claim plan of batch {seq}")
-        self._start_prefetch(begin, budget, seq + 1)
+        self._start_prefetch(begin, budget, seq + 1, batches)
         d.claims.last_batch_at = time.monotonic()
         return BatchOffset(begin.run, seq, batches).to_json()
 
@@ -377,6 +385,15 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._close(committed)
         d.claims.closed = (committed.run, committed.seq)
 
+    def _plan_scope(self, run: str, seq: int) -> list[ConsumerOps]:
+        """The streams where a plan of batch ``seq`` may exist: every stream while a driver
+        before this one can have written it (:attr:`ClaimState.full_until`), else those this
+        process's claims wrote into."""
+        d = self.driver
+        if d.claims.full_until is None or seq <= d.claims.full_until:
+            return list(self.ops.values())
+        return [op for name, op in self.ops.items() if name in d.claimer.written(run, seq)]
+
     def _close(self, committed: BatchOffset) -> None:
         """A batch Spark has committed: ack it (ackMode=commit), then drop plans up to it.
 
@@ -384,8 +401,15 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         acking them (the ack runs in the background while the next batch runs): ack them now
         rather than let them come back through reclaim as duplicates.
         """
-        ops = list(self.ops.values())
-        plans = dict(zip(self.ops, consumers.committed_plans(ops, committed.seq), strict=True))
+        d = self.driver
+        wrote = d.claimer.forget_written(committed.run, committed.seq)
+        if d.claims.full_until is None or committed.seq <= d.claims.full_until:
+            ops = list(self.ops.values())
+        else:  # plans and loss records only where this process claimed or the batch read
+            ops = [op for name, op in self.ops.items()
+                   if name in wrote or name in committed.streams]
+        names = [op.stream for op in ops]
+        plans = dict(zip(names, consumers.committed_plans(ops, committed.seq), strict=True))
         m = self.driver.metrics
         # Entries replays of this batch moved past (partition_reader: failOnDataLoss=false,
         # or a loss an operator accepted) are counted now that the batch is committed.
@@ -394,11 +418,11 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         m.lost_ranges += ranges
         if self.options.ack_mode == "commit":
             consumers.ack_many([
-                (op, StreamBatch.from_json(plan)) for name, op in self.ops.items()
-                for field_, plan in plans[name].items()
+                (op, StreamBatch.from_json(plan)) for op in ops
+                for field_, plan in plans[op.stream].items()
                 if int(field_) < committed.seq and plan.get("run") == committed.run])
         self._ack(committed)
-        consumers.drop_plans(ops, [list(plans[name]) for name in self.ops])
+        consumers.drop_plans(ops, [list(plans[name]) for name in names])
         self._trim_acked()
 
     def _ack(self, offset: BatchOffset) -> None:
@@ -423,7 +447,8 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- the prefetcher: ack and pre-claim while Spark runs the batch --------------------------
 
-    def _start_prefetch(self, committed: BatchOffset, budget: int | None, seq: int) -> None:
+    def _start_prefetch(self, committed: BatchOffset, budget: int | None, seq: int,
+                        in_flight: Mapping[str, StreamBatch] | None = None) -> None:
         """While Spark runs batch ``seq - 1``: ack ``committed``, then reclaim and claim batch
         ``seq`` until its allowance is reached, the streams run dry, or the next
         ``latestOffset`` stops it (after the claim in progress).
@@ -438,11 +463,17 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         def work(stop: threading.Event) -> bool:
             self._close_committed(committed)
             # A plan for `seq` may exist already (left by a driver that died): top it up.
-            planned = sum(b.count for b in consumers.plans(list(self.ops.values()), run, seq))
+            planned = sum(b.count for b in consumers.plans(self._plan_scope(run, seq), run,
+                                                           seq))
             left = preclaim_allowance(budget, self.options.max_entries_per_trigger, planned)
             probes = d.claimer.probe() if left > 0 else None  # one for both
             if left > 0:
-                for got in d.claimer.reclaim_all(left, run, seq, seq - 1, probes).values():
+                # With acks at commit, the PEL holds the batch in flight and what is
+                # reclaimable; other ack modes leave committed entries pending too.
+                flying = {n: b.count for n, b in (in_flight or {}).items()} \
+                    if self.options.ack_mode == "commit" else None
+                for got in d.claimer.reclaim_all(left, run, seq, seq - 1, probes,
+                                                 flying).values():
                     left -= got.count
             if left > 0:
                 claimed = d.claimer.claim_new(left, budget, run, seq, stop, probes)

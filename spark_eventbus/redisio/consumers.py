@@ -103,38 +103,62 @@ def _opt_text(value: Any) -> str | None:
     return None if value is None else text(value)
 
 
+def _raise_unless_missing(replies: list[Any]) -> None:
+    for reply in replies:
+        if isinstance(reply, Exception) and not (
+                isinstance(reply, ResponseError)
+                and str(reply).startswith(("no such key", "WRONGTYPE"))):
+            raise reply
+
+
 def probe(ops: Sequence[ConsumerOps]) -> list[Probe]:
-    """Each stream's group state, pipelined: ``XINFO GROUPS`` and ``XINFO STREAM`` per stream.
-    The replies are read as they come (no redis-py reply callbacks: with thousands of streams
-    those cost more than the round trip)."""
+    """Each stream's group state, pipelined: ``XINFO GROUPS`` of every stream, then
+    ``XINFO STREAM`` of those whose group has something to read (a ``lag`` other than 0). A
+    quiet stream costs one command. Replies are read as they come (no redis-py reply
+    callbacks: with thousands of streams those cost more than the round trip)."""
     if not ops:
         return []
     with redis_errors(f"reading group info ({_where(ops)})", ops[0].spec):
         pipe = _pipe(ops)
         for op in ops:
             pipe.execute_command("XINFO", "GROUPS", op.stream)
-            pipe.execute_command("XINFO", "STREAM", op.stream)
         replies = pipe.execute(raise_on_error=False)
-        for reply in replies:
-            if isinstance(reply, Exception) and not (
-                    isinstance(reply, ResponseError)
-                    and str(reply).startswith(("no such key", "WRONGTYPE"))):
-                raise reply
-    out = []
-    for op, groups, info in zip(ops, replies[0::2], replies[1::2], strict=True):
-        mine = None
-        if not isinstance(groups, Exception):
+        _raise_unless_missing(replies)
+        mine: list[dict[bytes, Any] | None] = []
+        for op, groups in zip(ops, replies, strict=True):
             name = op.group.encode()
-            mine = next((g for g in map(_map, groups) if g[b"name"] == name), None)
-        if mine is None or isinstance(info, Exception):
+            mine.append(None if isinstance(groups, Exception) else next(
+                (g for g in map(_map, groups) if g[b"name"] == name), None))
+        # lag 0: the group has read every entry ever added (Redis's own count); None:
+        # unknown (Redis 7.0 after XDEL or a trim), so the stream is looked at
+        ask = [i for i, g in enumerate(mine) if g is not None and g.get(b"lag") != 0]
+        infos: dict[int, Any] = {}
+        if ask:
+            pipe = _pipe(ops)
+            for i in ask:
+                pipe.execute_command("XINFO", "STREAM", ops[i].stream)
+            got = pipe.execute(raise_on_error=False)
+            _raise_unless_missing(got)
+            infos = dict(zip(ask, got, strict=True))
+    out = []
+    for i, g in enumerate(mine):
+        if g is None:
+            out.append(Probe(False))
+            continue
+        pending, delivered = int(g[b"pending"]), _opt_text(g[b"last-delivered-id"])
+        lag = g.get(b"lag")
+        if i not in infos:  # nothing new: the last generated ID is the last delivered one
+            out.append(Probe(True, pending, 0, int(g.get(b"entries-read") or 0), delivered,
+                             delivered))
+            continue
+        info = infos[i]
+        if isinstance(info, Exception):  # deleted between the two round trips
             out.append(Probe(False))
             continue
         info = _map(info)
         last_entry, first_entry = info.get(b"last-entry"), info.get(b"first-entry")
-        lag = mine.get(b"lag")
-        out.append(Probe(True, int(mine[b"pending"]), None if lag is None else int(lag),
-                         int(mine.get(b"entries-read") or 0),
-                         _opt_text(mine[b"last-delivered-id"]),
+        out.append(Probe(True, pending, None if lag is None else int(lag),
+                         int(g.get(b"entries-read") or 0), delivered,
                          _opt_text(info[b"last-generated-id"]),
                          text(last_entry[0]) if last_entry else None,
                          text(first_entry[0]) if first_entry else None, int(info[b"length"])))
