@@ -70,7 +70,9 @@ def queue_script(r: Redis, name: str, keys: Sequence[Any], args: Sequence[Any], 
     """Queue script ``name`` on pipeline ``pipe`` as a plain EVALSHA: no ``SCRIPT EXISTS``
     first (as redis-py's pipelined ``Script`` does; not in the connector's ACL rules). A reply
     ``NOSCRIPT`` (:func:`is_noscript`) is the caller's to rerun with :func:`run_script`."""
-    pipe.evalsha(_script(r, name).sha, len(keys), *keys, *args)
+    # execute_command: a cluster pipeline blocks its evalsha() method, not the command
+    # (routed by the script's keys, which share one slot)
+    pipe.execute_command("EVALSHA", _script(r, name).sha, len(keys), *keys, *args)
 
 
 def run_scripts(r: Redis, name: str, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]
