@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 from . import _portable
 from ._version import __version__
+from .capabilities import DEAD_LETTER_SCRIPTS
 from .connection import (
     DEFAULT_FAILOVER_TIMEOUT_MS,
     DEFAULT_URL,
@@ -27,7 +28,7 @@ from .connection import (
     connection_spec,
 )
 from .errors import ConfigError, EventBusError, printable
-from .redisio import ack_entries, dead_letter_entries, preflight
+from .redisio import ack_entries, check_scripting, dead_letter_entries, preflight
 
 log = logging.getLogger("spark_eventbus")
 
@@ -147,7 +148,11 @@ class AckingBatchWriter:
                 f"AckingBatchWriter needs the reader's columns; {sorted(missing)} are missing. "
                 "Keep 'stream' and 'id' in the DataFrame passed to foreachBatch.")
         if self.dead_letter_stream is not None:
-            preflight(self.spec, "argument")  # wait_replicas / wait_aof (once per process)
+            # Before anything runs (once per process): wait_replicas / wait_aof, and Lua
+            # (dead-lettering is scripts; acks alone are XACK and need none).
+            preflight(self.spec, "argument")
+            check_scripting(self.spec, "AckingBatchWriter with dead_letter_stream",
+                            DEAD_LETTER_SCRIPTS)
         df = batch_df.withColumn(_REASON, self._reason(batch_df)).persist()
         try:
             bad = df.where(F.col(_REASON).isNotNull())

@@ -43,18 +43,28 @@ def parse_version(text: str) -> tuple[int, int, int]:
     return parts[0], parts[1], parts[2]
 
 
-def require_scripting(caps: Capabilities, what: str, server: str) -> None:
-    """``what`` (a part of the connector) runs Lua scripts: refuse a server without them."""
+# Why each part runs Lua scripts: named in the refusal (``require_scripting``'s ``why``).
+READER_SCRIPTS = "its claims, acks and plans are atomic scripts"
+SINK_SCRIPTS = ("a chunk whose transaction cannot run — a cluster slot on the move, an ACL "
+                "user without MULTI, its marker contended — is written by a Lua script instead")
+DEAD_LETTER_SCRIPTS = "each chunk of malformed rows is moved and acked in one script"
+
+
+def require_scripting(caps: Capabilities, what: str, server: str,
+                      why: str = READER_SCRIPTS) -> None:
+    """``what`` (a part of the connector) runs Lua scripts (``why``): refuse a server without
+    them. Unknown (``has_lua`` None: the ACL user may not load scripts) is not refused."""
     if caps.has_lua is False:
         raise ConfigError(
-            f"{what} needs Lua scripting (its claims, acks and plans are atomic scripts), but "
-            f"the server at {server} ({caps.display}) has no Lua engine: start it with Lua "
-            "scripting enabled (Valkey: the Lua engine loaded), or use another server.")
+            f"{what} needs Lua scripting ({why}), but the server at {server} ({caps.display}) "
+            "has no Lua engine: start it with Lua scripting enabled (Valkey: the Lua engine "
+            "loaded), or use another server.")
 
 
 def require_option(caps: Capabilities, option: str, value: str, feature: str,
                    have: bool, server: str, fix: str) -> None:
-    """Refuse option ``option`` = ``value`` when the server lacks ``feature``."""
+    """Refuse ``option`` (as spelled in messages: ``option 'waitAof'``, ``argument
+    'wait_aof'``) = ``value`` when the server lacks ``feature``."""
     if not have:
-        raise ConfigError(f"option '{option}' = {value!r} needs {feature}, which the server at "
-                          f"{server} ({caps.display}) does not have; {fix}.")
+        raise ConfigError(f"{option} = {value} needs {feature}, which the server at {server} "
+                          f"({caps.display}) does not have; {fix}.")

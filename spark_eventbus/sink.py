@@ -31,6 +31,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from .capabilities import SINK_SCRIPTS
 from .chunking import Chunker, WriteChunk, chunk_args, xadd_commands
 from .encoding import Reject, dead_letter_run, encode_batch
 from .errors import ConfigError, EventBusError, UnwritableRowError
@@ -40,6 +41,7 @@ from .redisio import (
     NO_TRIM,
     Barrier,
     Trim,
+    check_scripting,
     check_streams,
     delete_keys,
     forget_batches,
@@ -174,14 +176,17 @@ def _summary(msgs: list[SinkCommitMessage], what: str) -> None:
 
 
 def check_targets(opts: SinkOptions) -> None:
-    """Driver side, before any task: Redis answers, and the static target and dead-letter keys
-    are streams or missing (any other type is refused, never overwritten)."""
+    """Driver side, before any task: Redis answers, the static target and dead-letter keys
+    are streams or missing (any other type is refused, never overwritten), the server can do
+    what ``waitReplicas``/``waitAof`` ask, and it runs Lua scripts (the chunks' fallback)."""
     spec = opts.connection
     check_streams(spec, [(key, f"Server: {spec.display}. Choose another {option!r} option.")
                          for key, option in ((opts.stream, "stream"),
                                              (opts.dead_letter_stream, "deadLetterStream"))
                          if key is not None], "checking the sink's target streams")
     preflight(spec)
+    check_scripting(spec, "the sink (df.write / df.writeStream with format 'eventbus')",
+                    SINK_SCRIPTS)
 
 
 class _SinkBase:

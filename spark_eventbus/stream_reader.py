@@ -319,22 +319,27 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def reportLatestOffset(self) -> dict | None:
         """Progress (``latestOffset`` of the source in each ``StreamingQueryProgress``): per
-        stream the lag (None = unknown on Redis 7.0 after XDEL/trim), pending count, last
-        delivered ID and the planned batch's claimed and reclaimed counts; under ``_eventbus``
-        that batch's totals and the query run's dead-lettered and lost counts."""
+        stream ``entriesBehind`` (the group's lag from ``XINFO GROUPS``; None = unknown, e.g.
+        Redis 7.0 after XDEL/trim; ``lag`` is the same value, kept for existing readers),
+        pending count, last delivered ID and the planned batch's claimed and reclaimed counts;
+        under ``_eventbus`` that batch's totals, ``entriesBehind`` summed (None if any stream's
+        is unknown) and the query run's dead-lettered and lost counts."""
         out: dict[str, Any] = {}
         d = self.driver
         m = d.metrics
         probes, d.quiet_probes = d.quiet_probes, None
         found = [p.stats() for p in probes] if probes is not None and len(probes) == len(
             self.ops) else consumers.stats(list(self.ops.values()))
+        behind: int | None = 0
         for name, stats in zip(self.ops, found, strict=True):
             claimed, reclaimed = m.planned.get(name, (0, 0))
-            out[name] = {"lag": stats.lag, "pending": stats.pending,
+            out[name] = {"entriesBehind": stats.lag, "lag": stats.lag, "pending": stats.pending,
                          "lastDeliveredId": stats.last_delivered, "claimed": claimed,
                          "reclaimed": reclaimed}
+            behind = None if behind is None or stats.lag is None else behind + stats.lag
         out["_eventbus"] = {"claimed": sum(c for c, _ in m.planned.values()),
                             "reclaimed": sum(r for _, r in m.planned.values()),
+                            "entriesBehind": behind,
                             "deadLettered": m.dead_lettered, "lostRanges": m.lost_ranges,
                             "lostEntries": m.lost_entries, "streams": len(self.ops)}
         return out

@@ -21,7 +21,7 @@ from __future__ import annotations
 from . import consumers
 from .base import RedisError, ResponseError
 from .boundary import GROUP_GONE_FIX, redis_errors, translate
-from .capabilities import capabilities_of, server_capabilities
+from .capabilities import capabilities_of, check_scripting, server_capabilities
 from .client import ConnectionSpec, Redis, client, is_cluster, new_client
 from .deadletter import dead_letter, dead_letter_entries, replay_page
 from .durability import WAIT_MEMBER, Barrier, ReplicationError, preflight, wait_for_writes
@@ -70,6 +70,7 @@ __all__ = [
     "ack_gone",
     "add_chunk",
     "capabilities_of",
+    "check_scripting",
     "check_streams",
     "client",
     "consumer_taken_over",

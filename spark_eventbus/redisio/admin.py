@@ -15,6 +15,7 @@ from ..keys import lease_key
 from ..losses import LossRecord
 from .base import Redis
 from .boundary import redis_errors
+from .capabilities import check_scripting
 from .client import ConnectionSpec, client
 from .deadletter import replay_page
 from .group import before_first_entry
@@ -251,12 +252,21 @@ class Admin:
                    ) -> tuple[str, list[LiveLease]]:
         return self._call("running group seek", seek_group, stream, group, position, force)
 
+    def _scripts(self, command: str, why: str) -> None:
+        """Before a command that runs Lua scripts changes anything: refuse a server without
+        scripting, naming the command (:func:`.capabilities.check_scripting`)."""
+        check_scripting(self.spec, f"`eventbus {command}`", why)
+
     def accept_loss(self, stream: str, group: str, consumer: str | None, seq: int | None
                     ) -> list[LossRecord]:
+        self._scripts("group accept-loss", "it marks the loss accepted with loss_accept.lua")
         return self._call("running group accept-loss", accept_loss, stream, group, consumer,
                           seq)
 
     def trim_stream(self, stream: str, dry_run: bool) -> TrimReport:
+        if not dry_run:  # a dry run only reads
+            self._scripts("stream trim", "it checks the groups' positions and trims in one "
+                                         "script, trim.lua")
         with redis_errors("running stream trim", self.spec):
             return trim_acked(client(self.spec), client(self.spec, raw_entries=True), stream,
                               dry_run)
@@ -272,5 +282,6 @@ class Admin:
 
     def replay_dead_letters(self, source: str, target: str, limit: int | None
                             ) -> dict[str, int]:
+        self._scripts("dlq replay", "each page moves in one script, dlq_replay.lua")
         with redis_errors("running dlq replay", self.spec):
             return replay_dead_letters(self.spec, source, target, limit)

@@ -9,7 +9,7 @@ from typing import Any
 
 from redis.cluster import RedisCluster
 
-from ..capabilities import Capabilities, parse_version
+from ..capabilities import Capabilities, parse_version, require_scripting
 from ..connection import ConnectionSpec
 from .base import Redis, ResponseError
 from .streams import text
@@ -48,9 +48,28 @@ def server_capabilities(r: Redis, scripts: bool = True) -> Capabilities:
 
 
 def capabilities_of(spec: ConnectionSpec, scripts: bool = True) -> Capabilities:
-    """:func:`server_capabilities` of this process's client for ``spec``, errors translated."""
+    """:func:`server_capabilities` of this process's client for ``spec``, errors translated;
+    once per spec per process (every part that checks at start shares the one round trip). A
+    probe that failed is not kept: the next call probes again."""
     from .boundary import redis_errors
     from .client import client
 
+    for key in ((spec, True), (spec, scripts)):  # a probe with scripts answers both
+        if key in _probed:
+            return _probed[key]
     with redis_errors("checking the server's capabilities", spec):
-        return server_capabilities(client(spec), scripts)
+        caps = server_capabilities(client(spec), scripts)
+    _probed[(spec, scripts)] = caps
+    return caps
+
+
+def check_scripting(spec: ConnectionSpec, what: str, why: str) -> Capabilities:
+    """At start, before ``what`` (a part that runs Lua scripts: ``why``) writes anything: refuse
+    a server without scripting (:func:`..capabilities.require_scripting`). Returns the
+    capabilities."""
+    caps = capabilities_of(spec)
+    require_scripting(caps, what, spec.display, why)
+    return caps
+
+
+_probed: dict[tuple[ConnectionSpec, bool], Capabilities] = {}

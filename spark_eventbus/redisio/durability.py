@@ -21,10 +21,12 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
+from ..capabilities import Capabilities, require_option
 from ..connection import ConnectionSpec
 from ..errors import ConfigError, EventBusConnectionError
 from .base import Redis
 from .boundary import redis_errors
+from .capabilities import capabilities_of
 
 log = logging.getLogger("spark_eventbus")
 
@@ -111,17 +113,6 @@ def _run(node: redis.Redis, spec: ConnectionSpec, barriers: list[Barrier], what:
             "(INFO replication), or raise 'waitTimeoutMs' or lower 'waitReplicas'.")
 
 
-def _server(r: Redis) -> str:
-    hello = r.execute_command("HELLO", "3")
-    get = (lambda k: hello.get(k.encode(), hello.get(k))) if isinstance(hello, dict) else None
-    if get is None:
-        return "the server"
-
-    def s(v: Any) -> str:
-        return v.decode() if isinstance(v, bytes) else str(v)
-    return f"{s(get('server'))} {s(get('version'))}"
-
-
 def _online_replicas(r: Redis) -> int | None:
     try:
         info = r.info("replication")
@@ -135,7 +126,8 @@ def _online_replicas(r: Redis) -> int | None:
 def check_durability(spec: ConnectionSpec, r: Redis, style: str = "option") -> None:
     """At start (driver), never mid-query: the primary can do what ``waitReplicas`` and
     ``waitAof`` ask — that many replicas online now (``INFO replication``; skipped where the
-    ACL user may not run INFO: the writes then say it), and ``WAITAOF`` known with
+    ACL user may not run INFO: the writes then say it), and ``WAITAOF`` known (the server's
+    capabilities, :func:`.capabilities.capabilities_of`: one probe per spec per process) with
     ``appendonly`` on. A clear error naming the option and the fix otherwise: a
     :class:`ConfigError` for what the server cannot do, a retriable :class:`ReplicationError`
     for replicas missing now."""
@@ -144,6 +136,9 @@ def check_durability(spec: ConnectionSpec, r: Redis, style: str = "option") -> N
     from ..connection import spell
 
     nodes = (list(r.get_primaries()) if isinstance(r, RedisCluster) else [None])
+    if spec.wait_aof:
+        caps = capabilities_of(spec)
+        _require_waitaof(caps, caps.has_waitaof, spec.display, style)
     with redis_errors("checking options 'waitReplicas'/'waitAof'", spec):
         for node in nodes:
             c = r.get_redis_connection(node) if node is not None and isinstance(
@@ -157,23 +152,31 @@ def check_durability(spec: ConnectionSpec, r: Redis, style: str = "option") -> N
                     "would fail. Lower it, or add replicas; a replica that is resyncing counts "
                     "once it is online again (retriable: a restart then carries on).")
             if spec.wait_aof:
+                unknown = False
                 try:
                     c.execute_command("WAITAOF", 1, 0, 1)
                 except redis.ResponseError as exc:
-                    msg = str(exc)
-                    if "unknown command" in msg.lower():
-                        raise ConfigError(
-                            f"{spell('waitAof', style)} = true needs WAITAOF, which "
-                            f"{_server(c)} at {where} lacks (Redis >= 7.2 or Valkey has it). "
-                            "Set it to false (waitReplicas still waits for replicas), or "
-                            "upgrade the server.") from None
-                    if "appendonly" in msg.lower():
+                    msg = str(exc).lower()
+                    if "appendonly" in msg:
                         raise ConfigError(
                             f"{spell('waitAof', style)} = true needs the primary's AOF, and "
                             f"{where} runs with appendonly off: turn it on (CONFIG SET "
                             "appendonly yes, and in redis.conf), or set waitAof to false.") \
                             from None
-                    raise
+                    if "unknown command" not in msg:
+                        raise
+                    unknown = True  # the version says it has WAITAOF, the server does not
+                if unknown:
+                    _require_waitaof(caps, False, where, style)
+
+
+def _require_waitaof(caps: Capabilities, have: bool, where: str, style: str) -> None:
+    from ..connection import spell
+
+    require_option(caps, spell("waitAof", style), "True" if style == "argument" else "true",
+                   "WAITAOF (Redis >= 7.2 or Valkey has it)", have, where,
+                   f"set it to false ({spell('waitReplicas', style)} still waits for "
+                   "replicas), or upgrade the server")
 
 
 def _node_id(r: Redis, key: str) -> str:

@@ -1,16 +1,28 @@
-"""The capability preflight on real servers: what this machine's servers report, and a server
-without scripting refused at query start with the option-free part named."""
+"""The capability preflight on real servers: what this machine's servers report; a server
+without scripting refused at start by every part that runs scripts (the streaming reader, the
+sink, AckingBatchWriter with a dead-letter stream, the CLI's script commands), before it writes
+anything, naming the part; the parts that run none (batch reads, plain acks) still work there;
+``waitAof`` refused from the same capabilities; one probe per spec per process."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from collections.abc import Iterator
+
 import pytest
 
-from spark_eventbus import ConfigError
-from spark_eventbus.redisio import ConnectionSpec
-from spark_eventbus.redisio.capabilities import server_capabilities
+from spark_eventbus import AckingBatchWriter, ConfigError
+from spark_eventbus.connection import connection_spec
+from spark_eventbus.redisio import ConnectionSpec, preflight
+from spark_eventbus.redisio.capabilities import (
+    capabilities_of,
+    check_scripting,
+    server_capabilities,
+)
 from spark_eventbus.redisio.client import client
 from tests.harness.redis_server import RedisServer
-from tests.integration.helpers import driver_reader, produce
+from tests.integration.helpers import driver_reader, pending, produce
 
 pytestmark = pytest.mark.integration
 
@@ -23,6 +35,17 @@ class _NoScripting(RedisServer):
         return [a for c in ("SCRIPT", "EVAL", "EVALSHA") for a in ("--rename-command", c, "")]
 
 
+@pytest.fixture(scope="module")
+def no_lua(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = _NoScripting(tmp_path_factory.mktemp("nolua")).start()
+    yield server
+    server.stop()
+
+
+def _version(server: RedisServer) -> str:
+    return server_capabilities(client(ConnectionSpec(server.url))).display.replace(".", r"\.")
+
+
 def test_this_machines_servers_have_lua_and_no_xackdel(redis_server):
     caps = server_capabilities(client(ConnectionSpec(redis_server.url)))
     assert caps.family in ("redis", "valkey") and caps.has_lua is True
@@ -31,16 +54,103 @@ def test_this_machines_servers_have_lua_and_no_xackdel(redis_server):
     assert caps.has_waitaof == (caps.family == "valkey" or caps.version >= (7, 2, 0))
 
 
-def test_a_server_without_scripting_is_refused_at_start_naming_its_version(tmp_path, names):
-    server = _NoScripting(tmp_path).start()
-    try:
-        produce(server.client(), names["stream"], 3)
-        caps = server_capabilities(client(ConnectionSpec(server.url)))
-        assert caps.has_lua is False
-        reader = driver_reader(server.url, names["stream"], names["group"])
-        with pytest.raises(ConfigError, match=r"spark.readStream.*needs Lua scripting.*"
-                                              + caps.display.replace(".", r"\.")):
-            reader.initialOffset()
-        assert server.client().xinfo_groups(names["stream"]) == []  # checked before anything
-    finally:
-        server.stop()
+def test_a_server_without_scripting_is_refused_at_start_naming_its_version(no_lua, names):
+    produce(no_lua.client(), names["stream"], 3)
+    caps = server_capabilities(client(ConnectionSpec(no_lua.url)))
+    assert caps.has_lua is False
+    reader = driver_reader(no_lua.url, names["stream"], names["group"])
+    with pytest.raises(ConfigError, match=r"spark.readStream.*needs Lua scripting.*"
+                                          + _version(no_lua)):
+        reader.initialOffset()
+    assert no_lua.client().xinfo_groups(names["stream"]) == []  # checked before anything
+
+
+def test_the_sink_refuses_a_server_without_scripting_before_writing(spark, no_lua, names):
+    df = spark.createDataFrame([("a",), ("b",)], "payload string")
+    with pytest.raises(Exception, match=r"the sink \(df\.write / df\.writeStream.*needs Lua "
+                                        r"scripting \(a chunk whose transaction cannot run.*"
+                                        + _version(no_lua)):
+        df.write.format("eventbus").option("url", no_lua.url) \
+            .option("stream", names["stream"]).mode("append").save()
+    assert not no_lua.client().exists(names["stream"])  # nothing written, not even a marker
+    assert no_lua.client().keys(f"*{names['tag']}*") == []
+
+
+def test_acking_writer_needs_scripting_only_to_dead_letter(spark, no_lua, names):
+    r = no_lua.client()
+    ids = produce(r, names["stream"], 3)
+    r.xgroup_create(names["stream"], names["group"], "0")
+    r.xreadgroup(names["group"], "c", {names["stream"]: ">"})
+    # A batch read runs no script: it works on this server.
+    batch = spark.read.format("eventbus").option("url", no_lua.url) \
+        .option("stream", names["stream"]).load()
+    handled: list[int] = []
+    writer = AckingBatchWriter(lambda d, b: handled.append(d.count()), url=no_lua.url,
+                               group=names["group"], dead_letter_stream=names["dlq"])
+    with pytest.raises(ConfigError, match=r"AckingBatchWriter with dead_letter_stream needs Lua "
+                                          r"scripting.*" + _version(no_lua)):
+        writer(batch, 0)
+    assert handled == [] and not r.exists(names["dlq"])  # checked before the handler ran
+    assert pending(r, names["stream"], names["group"]) == 3  # nothing acked
+    # Without a dead-letter stream it only XACKs: no script, so no refusal.
+    AckingBatchWriter(lambda d, b: handled.append(d.count()), url=no_lua.url,
+                      group=names["group"])(batch, 1)
+    assert handled == [len(ids)] and pending(r, names["stream"], names["group"]) == 0
+
+
+def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "spark_eventbus", "--url", url, *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_cli_commands_that_run_scripts_refuse_before_changing_anything(no_lua, names):
+    r = no_lua.client()
+    stream, group, dlq = names["stream"], names["group"], names["dlq"]
+    produce(r, stream, 5)
+    r.xgroup_create(stream, group, "0")
+    got = r.xreadgroup(group, "c", {stream: ">"})
+    r.xack(stream, group, *[i for i, _ in got[0][1]])  # all acked: a trim would remove all
+    r.xadd(dlq, {"payload": "x", "dlq.reason": "r", "dlq.source.stream": stream})
+    dry = _cli(no_lua.url, "stream", "trim", "--stream", stream, "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr  # a dry run only reads
+    for command, args in (("stream trim", ["stream", "trim", "--stream", stream]),
+                          ("dlq replay", ["dlq", "replay", "--from", dlq, "--to", stream]),
+                          ("group accept-loss", ["group", "accept-loss", "--stream", stream,
+                                                 "--group", group])):
+        out = _cli(no_lua.url, *args)
+        assert out.returncode == 1, out.stdout
+        assert f"`eventbus {command}` needs Lua scripting" in out.stderr, out.stderr
+        assert server_capabilities(client(ConnectionSpec(no_lua.url))).display in out.stderr
+    assert r.xlen(stream) == 5 and r.xlen(dlq) == 1  # nothing trimmed, nothing moved
+
+
+def test_wait_aof_is_checked_from_the_same_capabilities(redis_server):
+    spec = connection_spec(redis_server.url, wait_aof=True)
+    caps = capabilities_of(spec)
+    if caps.has_waitaof:  # Valkey, Redis >= 7.2 (the harness runs with appendonly yes)
+        preflight(spec)
+        return
+    with pytest.raises(ConfigError) as err:
+        preflight(spec)
+    message = str(err.value)
+    assert "option 'waitAof' = true needs WAITAOF" in message
+    assert f"({caps.display})" in message and "upgrade the server" in message
+    assert "set it to false" in message
+    # AckingBatchWriter spells it as its argument.
+    arg_spec = connection_spec(redis_server.url, wait_aof=True, wait_timeout_ms=4000)
+    with pytest.raises(ConfigError, match=r"argument 'wait_aof' = True needs WAITAOF"):
+        preflight(arg_spec, "argument")
+
+
+def test_capabilities_are_probed_once_per_spec_per_process(redis_server):
+    r = redis_server.client()
+    spec = connection_spec(redis_server.url, failover_timeout_ms=12_345)  # a spec of its own
+
+    def loads() -> int:
+        return int(r.info("commandstats").get("cmdstat_script|load", {}).get("calls", 0))
+    before = loads()
+    first = capabilities_of(spec)
+    for _ in range(3):
+        assert capabilities_of(spec) == first == check_scripting(spec, "x", "y")
+    assert capabilities_of(spec, scripts=False) == first
+    assert loads() == before + 1

@@ -102,6 +102,8 @@ def test_one_query_reads_streams_on_every_shard(spark, redis_cluster, tmp_path, 
         assert r.exists(plan_key(s, "g", "spark-g")) == 0
     report = json.loads(q.recentProgress[-1]["sources"][0]["latestOffset"])
     assert {s: report[s]["lag"] for s in streams} == dict.fromkeys(streams, 0)
+    assert {s: report[s]["entriesBehind"] for s in streams} == dict.fromkeys(streams, 0)
+    assert report["_eventbus"]["entriesBehind"] == 0
 
 
 def test_sink_routes_rows_over_every_shard_exactly_once_across_a_replay(

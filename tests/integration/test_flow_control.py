@@ -140,6 +140,40 @@ def test_available_now_never_waits_for_min_entries(redis_server, names):
     assert sorted(i for b in batches for i in b) == sorted(ids)
 
 
+def test_progress_carries_entries_behind_per_stream_and_in_total(redis_server, names):
+    """``entriesBehind`` (the group's lag, ``XINFO GROUPS``; ``lag`` is its alias) per stream
+    and summed under ``_eventbus``; null where the server cannot count it (an ``XDEL`` after the
+    group's position: Redis 7.0 and Valkey 9.1 alike), and then the total is null too."""
+    r = redis_server.client()
+    a, b, c = (f"{names['stream']}:{x}" for x in "abc")
+    produce(r, a, 5)
+    produce(r, b, 7)
+    r.xdel(c, produce(r, c, 3)[1])
+    reader = driver_reader(redis_server.url, f"{a},{b}", names["group"])
+    try:
+        start = reader.initialOffset()
+        report = reader.reportLatestOffset()
+        assert [report[s]["entriesBehind"] for s in (a, b)] == [report[a]["lag"],
+                                                                 report[b]["lag"]] == [5, 7]
+        assert report["_eventbus"]["entriesBehind"] == 12
+        reader.latestOffset(start, ReadMaxRows(4))
+        report = reader.reportLatestOffset()  # (the pre-claim of the next batch may run too)
+        behind = [report[s]["entriesBehind"] for s in (a, b)]
+        assert behind == [report[a]["lag"], report[b]["lag"]]
+        assert report["_eventbus"]["entriesBehind"] == sum(behind) <= 12 - 4
+    finally:
+        reader.stop()
+    reader = driver_reader(redis_server.url, f"{a},{c}", f"{names['group']}-2")
+    try:
+        reader.initialOffset()
+        report = reader.reportLatestOffset()
+        assert report[a]["entriesBehind"] == 5
+        assert report[c]["entriesBehind"] is None and report[c]["lag"] is None
+        assert report["_eventbus"]["entriesBehind"] is None
+    finally:
+        reader.stop()
+
+
 def test_a_query_under_available_now_keeps_the_byte_bound(spark, redis_server, names, tmp_path):
     r = redis_server.client()
     ids = produce(r, names["stream"], 7, payload=lambda i: "z" * 1000)  # ~1,020 B each

@@ -332,5 +332,9 @@ def test_progress_reports_each_batch_claimed_and_reclaimed_counts_to_a_listener(
         per_stream = latest[names["stream"]]
         assert (per_stream["claimed"], per_stream["reclaimed"]) == (totals["claimed"],
                                                                     totals["reclaimed"])
+        # entriesBehind: the group's lag (alias `lag`); one stream, so the total is its own
+        assert per_stream["entriesBehind"] == per_stream["lag"] == totals["entriesBehind"]
+    behind = [latest["_eventbus"]["entriesBehind"] for _, latest in busy]
+    assert behind == sorted(behind, reverse=True) and behind[-1] == 0, behind
     assert sum(latest["_eventbus"]["reclaimed"] for _, latest in busy) == 100
     assert sum(latest["_eventbus"]["claimed"] for _, latest in busy) == 900

@@ -4,6 +4,7 @@ import pytest
 
 from spark_eventbus import ConfigError
 from spark_eventbus.capabilities import (
+    SINK_SCRIPTS,
     Capabilities,
     parse_version,
     require_option,
@@ -28,7 +29,10 @@ def test_a_missing_capability_names_the_server_version_and_the_fix():
     with pytest.raises(ConfigError, match=r"needs Lua scripting.*\(valkey 9\.1\.0\) has no Lua"):
         require_scripting(caps, "spark.readStream", "redis://h:6379/0")
     require_scripting(Capabilities("valkey", (9, 1, 0), None), "x", "h")  # unknown: no refusal
-    with pytest.raises(ConfigError, match=r"option 'waitAof' = 'true' needs WAITAOF.*"
+    with pytest.raises(ConfigError, match=r"the sink needs Lua scripting \(a chunk whose "
+                                          r"transaction cannot run.*\(valkey 9\.1\.0\)"):
+        require_scripting(caps, "the sink", "h", SINK_SCRIPTS)
+    with pytest.raises(ConfigError, match=r"option 'waitAof' = true needs WAITAOF.*"
                                           r"\(redis 7\.0\.15\).*upgrade"):
-        require_option(Capabilities("redis", (7, 0, 15), True), "waitAof", "true", "WAITAOF",
-                       False, "h", "upgrade to Redis 7.2 or later")
+        require_option(Capabilities("redis", (7, 0, 15), True), "option 'waitAof'", "true",
+                       "WAITAOF", False, "h", "upgrade to Redis 7.2 or later")
