@@ -30,6 +30,7 @@ from .group import (
     earliest_in,
 )
 from .losses import settle_losses
+from .pipelines import pipeline
 from .scripts import run_scripts
 from .streams import read_entries, send_packed, text
 
@@ -56,6 +57,8 @@ class Probe:
         """Entries were added after the group's last delivery (to claim, or lost to report)."""
         if not self.group or self.last_generated is None or self.last_delivered is None:
             return True
+        if self.last_generated == self.last_delivered:
+            return False
         return StreamId.parse(self.last_generated) > StreamId.parse(self.last_delivered)
 
     @property
@@ -99,6 +102,14 @@ def _map(reply: Any) -> dict[bytes, Any]:
     return dict(zip(reply[0::2], reply[1::2], strict=True))
 
 
+def _checked(replies: list[Any]) -> list[Any]:
+    """``replies`` of :func:`.streams.pipeline`; the first error among them raised."""
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
 def _opt_text(value: Any) -> str | None:
     return None if value is None else text(value)
 
@@ -119,10 +130,7 @@ def probe(ops: Sequence[ConsumerOps]) -> list[Probe]:
     if not ops:
         return []
     with redis_errors(f"reading group info ({_where(ops)})", ops[0].spec):
-        pipe = _pipe(ops)
-        for op in ops:
-            pipe.execute_command("XINFO", "GROUPS", op.stream)
-        replies = pipe.execute(raise_on_error=False)
+        replies = pipeline(ops[0].redis, [("XINFO", "GROUPS", op.stream) for op in ops])
         _raise_unless_missing(replies)
         mine: list[dict[bytes, Any] | None] = []
         for op, groups in zip(ops, replies, strict=True):
@@ -134,10 +142,7 @@ def probe(ops: Sequence[ConsumerOps]) -> list[Probe]:
         ask = [i for i, g in enumerate(mine) if g is not None and g.get(b"lag") != 0]
         infos: dict[int, Any] = {}
         if ask:
-            pipe = _pipe(ops)
-            for i in ask:
-                pipe.execute_command("XINFO", "STREAM", ops[i].stream)
-            got = pipe.execute(raise_on_error=False)
+            got = pipeline(ops[0].redis, [("XINFO", "STREAM", ops[i].stream) for i in ask])
             _raise_unless_missing(got)
             infos = dict(zip(ask, got, strict=True))
     out = []
@@ -181,10 +186,8 @@ def plans(ops: Sequence[ConsumerOps], run: str, seq: int) -> list[StreamBatch]:
     if not ops:
         return []
     with redis_errors(f"reading claim plans ({_where(ops)})", ops[0].spec):
-        pipe = _pipe(ops)
-        for op in ops:
-            pipe.hexists(op.plan_key, str(seq))
-        exists = pipe.execute()
+        exists = _checked(pipeline(ops[0].redis, [("HEXISTS", op.plan_key, str(seq))
+                                                  for op in ops]))
     return [op.load_plan(run, seq) if there else StreamBatch()
             for op, there in zip(ops, exists, strict=True)]
 
@@ -195,11 +198,8 @@ def committed_plans(ops: Sequence[ConsumerOps], committed_seq: int
     if not ops:
         return []
     with redis_errors(f"reading claim plans ({_where(ops)})", ops[0].spec):
-        pipe = _pipe(ops)
-        for op in ops:
-            pipe.hgetall(op.plan_key)
-        raw = pipe.execute()
-    return [{text(f): json.loads(v) for f, v in r.items() if int(f) <= committed_seq}
+        raw = _checked(pipeline(ops[0].redis, [("HGETALL", op.plan_key) for op in ops]))
+    return [{text(f): json.loads(v) for f, v in _map(r).items() if int(f) <= committed_seq}
             for r in raw]
 
 
@@ -210,10 +210,8 @@ def settle_all_losses(ops: Sequence[ConsumerOps], run: str, seq: int) -> tuple[i
     if not ops:
         return 0, 0
     with redis_errors(f"settling loss records ({_where(ops)})", ops[0].spec):
-        pipe = _pipe(ops)
-        for op in ops:
-            pipe.pttl(loss_key(op.stream, op.group, op.consumer))
-        found = pipe.execute()
+        found = _checked(pipeline(ops[0].redis, [
+            ("PTTL", loss_key(op.stream, op.group, op.consumer)) for op in ops]))
         entries = ranges = 0
         for op, there in zip(ops, found, strict=True):
             if there != -2:
@@ -228,10 +226,7 @@ def drop_plans(ops: Sequence[ConsumerOps], fields: Sequence[Sequence[str]]) -> N
     if not todo:
         return
     with redis_errors(f"pruning claim plans ({_where(ops)})", ops[0].spec):
-        pipe = _pipe(ops)
-        for op, f in todo:
-            pipe.hdel(op.plan_key, *f)
-        pipe.execute()
+        _checked(pipeline(todo[0][0].redis, [("HDEL", op.plan_key, *f) for op, f in todo]))
 
 
 def leases(ops: Sequence[ConsumerOps], mode: str, run: str, owner: str, ttl_ms: int
@@ -253,11 +248,8 @@ def ensure_groups(ops: Sequence[ConsumerOps], starting_position: str) -> list[bo
         return []
     spec = ops[0].spec
     with redis_errors(f"creating consumer groups ({_where(ops)})", spec):
-        pipe = _pipe(ops)
-        for op in ops:
-            pipe.type(op.stream)
-            pipe.xinfo_groups(op.stream)
-        replies = pipe.execute(raise_on_error=False)
+        replies = pipeline(ops[0].redis, [c for op in ops for c in (
+            ("TYPE", op.stream), ("XINFO", "GROUPS", op.stream))])
         todo: list[ConsumerOps] = []
         for op, kind, groups in zip(ops, replies[0::2], replies[1::2], strict=True):
             if isinstance(kind, Exception):
@@ -269,24 +261,21 @@ def ensure_groups(ops: Sequence[ConsumerOps], starting_position: str) -> list[bo
                     f"overwrites it. Server: {spec.display}. Choose another 'stream' option.")
             if kind == "stream" and isinstance(groups, Exception):
                 raise groups
-            if kind == "none" or not any(text(g["name"]) == op.group for g in groups):
+            if kind == "none" or not any(text(_map(g)[b"name"]) == op.group for g in groups):
                 todo.append(op)
         earliest: dict[str, tuple[str, int]] = {}
         if todo and starting_position in ("earliest", "0"):
-            pipe = _pipe(todo)
-            for op in todo:
-                pipe.xinfo_stream(op.stream)
-            for op, info in zip(todo, pipe.execute(raise_on_error=False), strict=True):
+            infos = pipeline(ops[0].redis, [("XINFO", "STREAM", op.stream) for op in todo])
+            for op, info in zip(todo, infos, strict=True):
                 earliest[op.stream] = ("0", 0) if isinstance(info, Exception) \
-                    else earliest_in(info)
+                    else earliest_in({text(k): v for k, v in _map(info).items()})
         if not todo:
             return [False] * len(ops)
-        pipe = _pipe(todo)
-        for op in todo:
-            pipe.execute_command(*create_group_args(op.stream, op.group, starting_position,
-                                                    earliest.get(op.stream)))
+        created = pipeline(ops[0].redis, [
+            create_group_args(op.stream, op.group, starting_position, earliest.get(op.stream))
+            for op in todo])
         made = set()
-        for op, reply in zip(todo, pipe.execute(raise_on_error=False), strict=True):
+        for op, reply in zip(todo, created, strict=True):
             # BUSYGROUP: another query made it meanwhile; another error (e.g. Redis < 7.0:
             # no ENTRIESREAD): the one-stream path knows what to do
             if not isinstance(reply, Exception) or (
@@ -300,17 +289,14 @@ def last_generated_ids(ops: Sequence[ConsumerOps]) -> list[str | None]:
     if not ops:
         return []
     with redis_errors(f"reading stream info ({_where(ops)})", ops[0].spec):
-        pipe = _pipe(ops)
-        for op in ops:
-            pipe.xinfo_stream(op.stream)
         out: list[str | None] = []
-        for info in pipe.execute(raise_on_error=False):
+        for info in pipeline(ops[0].redis, [("XINFO", "STREAM", op.stream) for op in ops]):
             if isinstance(info, ResponseError) and str(info).startswith("no such key"):
                 out.append(None)
             elif isinstance(info, Exception):
                 raise info
             else:
-                out.append(text(info["last-generated-id"]))
+                out.append(text(_map(info)[b"last-generated-id"]))
     return out
 
 
@@ -340,10 +326,9 @@ def claim_many(asks: Sequence[ClaimAsk], run: str, seq: int, fail_on_loss: bool
         reading = [i for i, res in enumerate(intents) if text(res[0]) == "read"]
         entries: list[list[Any] | None] = [None] * len(asks)
         if reading:
-            pipe = ops[0].raw.pipeline(transaction=False)
-            for i in reading:
-                pipe.execute_command(*asks[i].op.xreadgroup(asks[i].count))
-            for i, reply in zip(reading, pipe.execute(), strict=True):
+            read = _checked(pipeline(ops[0].raw, [asks[i].op.xreadgroup(asks[i].count)
+                                                  for i in reading]))
+            for i, reply in zip(reading, read, strict=True):
                 entries[i] = read_entries(reply)
             run_scripts(ops[0].redis, "claim_record", [
                 asks[i].op.claim_record(run, seq, asks[i].op.claimed(entries[i] or []))

@@ -16,6 +16,7 @@ from redis.exceptions import NoScriptError
 
 from ..keys import BOOKKEEPING_TTL_MS
 from .base import Redis, ResponseError
+from .pipelines import pipeline
 
 _scripts: dict[str, Script] = {}
 _lock = threading.Lock()
@@ -87,10 +88,10 @@ def run_scripts(r: Redis, name: str, calls: Sequence[tuple[Sequence[Any], Sequen
     for attempt in range(2):
         if not todo:
             break
-        pipe = r.pipeline(transaction=False)
-        for i in todo:
-            queue_script(r, name, calls[i][0], calls[i][1], pipe)
-        for i, reply in zip(todo, pipe.execute(raise_on_error=False), strict=True):
+        sha = _script(r, name).sha
+        sent = pipeline(r, [("EVALSHA", sha, len(calls[i][0]), *calls[i][0], *calls[i][1])
+                            for i in todo])
+        for i, reply in zip(todo, sent, strict=True):
             replies[i] = reply
         todo = [i for i in todo if is_noscript(replies[i])]
         if todo and attempt == 0:
