@@ -14,7 +14,9 @@
    20,000-row warm-up write), against a plain redis-py pipelined XADD loop (pipelines of 1,000)
    over the same rows already in memory.
 
-Usage: python bench/bench.py [--entries N] [--only reader|sink]
+7. Many streams (:func:`bench_many`): 20,000 entries over 1; 100; 1,000; 10,000 streams.
+
+Usage: python bench/bench.py [--entries N] [--only reader|latency|sink|cluster|replicas|trim|many]
 """
 
 from __future__ import annotations

@@ -63,6 +63,12 @@ class Claimer:
         # (a claim or reclaim script ran there): where the reader looks for plans once no
         # driver before this one can have left any (stream_reader: ClaimState.full_until)
         self.wrote: dict[tuple[str, int], set[str]] = {}
+        # What a stream deleted while subscribed (streamPattern) takes with it unread, per
+        # stream: its group's lag at the last probe (None: unknown), what this process claimed
+        # since, and what it claimed or reclaimed into batches not returned to Spark yet
+        self.lag_seen: dict[str, int | None] = {}
+        self.claimed_since: dict[str, int] = {}
+        self.unshipped: dict[str, int] = {}
 
     def _writes(self, run: str, seq: int, names: Iterable[str]) -> None:
         self.wrote.setdefault((run, seq), set()).update(names)
@@ -111,7 +117,52 @@ class Claimer:
     def probe(self) -> list[consumers.Probe]:
         """Every stream's group state (one pipelined round trip per node), for one planning
         round's :meth:`reclaim_all` and :meth:`claim_new`."""
-        return consumers.probe(list(self.ops.values()))
+        probes = consumers.probe(list(self.ops.values()))
+        for name, p in zip(self.ops, probes, strict=True):
+            if p.group:
+                self.lag_seen[name] = p.stats().lag if p.has_new else 0
+                self.claimed_since.pop(name, None)
+        return probes
+
+    def _took(self, name: str, claimed: int, reclaimed: int) -> None:
+        if claimed:
+            self.claimed_since[name] = self.claimed_since.get(name, 0) + claimed
+        if claimed or reclaimed:
+            self.unshipped[name] = self.unshipped.get(name, 0) + claimed + reclaimed
+
+    def shipped(self, batches: Mapping[str, StreamBatch]) -> None:
+        """``latestOffset`` returned these: their entries are the replay's to account for."""
+        for name, b in batches.items():
+            if name in self.unshipped:
+                self.unshipped[name] = max(0, self.unshipped[name] - b.count)
+
+    def deleted(self, names: Sequence[str]) -> None:
+        """Streams deleted while subscribed (``streamPattern``): the entries their groups had
+        not read when last looked at are lost, and follow ``failOnDataLoss`` (entries claimed
+        but not yet read back are the replay's to report, as for any deleted entry)."""
+        lost: dict[str, int | None] = {}
+        for n in names:
+            lag = self.lag_seen.pop(n, 0)
+            since, unshipped = self.claimed_since.pop(n, 0), self.unshipped.pop(n, 0)
+            k = None if lag is None else max(0, lag - since) + unshipped
+            if k != 0:
+                lost[n] = k
+        if not lost:
+            return
+        shown = ", ".join(f"{n!r} ({'an unknown number of' if k is None else k} entries)"
+                          for n, k in list(lost.items())[:10])
+        more = f" and {len(lost) - 10} more" if len(lost) > 10 else ""
+        text = (f"stream(s) {shown}{more} matching option 'streamPattern' were deleted while "
+                f"consumer group {self.options.group!r} had not read them (as last seen by "
+                "this query; entries added after that are not counted)")
+        if self.options.fail_on_data_loss:
+            raise DataLossError(
+                f"{text}. Restart the query to go on without them (a deleted stream is not "
+                "subscribed again), or set option 'failOnDataLoss' to 'false' to skip such "
+                "entries with a warning.")
+        self.metrics.lost_ranges += len(lost)
+        self.metrics.lost_entries += sum(k for k in lost.values() if k is not None)
+        log.warning("spark-eventbus: %s; skipping them (failOnDataLoss=false)", text)
 
     def reclaim_all(self, left: int | None, run: str, seq: int, protect_from: int,
                     probes: list[consumers.Probe] | None = None,
@@ -248,6 +299,7 @@ class Claimer:
         if res.chunk is None:
             return False
         self._count(run, seq, res.chunk.count, res.bytes)
+        self._took(name, res.chunk.count, 0)
         return True
 
     def _claim(self, name: str, op: ConsumerOps, budget: int, chunk_size: int, run: str,
@@ -299,6 +351,7 @@ class Claimer:
         reported, the stream's cursor moved. False when its PEL scan came round."""
         o = self.options
         self._count(run, seq, len(res.taken), res.bytes)
+        self._took(name, 0, len(res.taken))
         dead = res.dead_lettered
         if res.poison:
             assert o.dead_letter_stream is not None

@@ -158,6 +158,7 @@ class _Driver:
             consumers.forget(left)
             log.info("spark-eventbus: %d streams no longer match %r (deleted): %s", len(gone),
                      o.stream_pattern, ", ".join(gone[:10]))
+            self.claimer.deleted(gone)  # unread entries: failOnDataLoss
         joined = self._join(names)
         if joined:
             self.lease.join([self.ops[s] for s in joined], run)
@@ -298,6 +299,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for n, b in batches.items() if b], f"recording the claim plan of batch {seq}")
         self._start_prefetch(begin, budget, seq + 1, batches)
         d.claims.last_batch_at = time.monotonic()
+        d.claimer.shipped(batches)
         d.last_offset = BatchOffset(begin.run, seq, batches)
         return d.last_offset.to_json()
 

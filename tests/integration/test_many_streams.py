@@ -228,3 +228,32 @@ def test_a_batch_read_refuses_a_stream_pattern_naming_the_option(spark, redis_se
           .option("streamPattern", "orders:*").load())
     with pytest.raises(Exception, match="option 'streamPattern' is for streaming reads"):
         df.collect()
+
+
+@pytest.mark.parametrize("fail", [True, False], ids=["failOnDataLoss", "skip"])
+def test_a_stream_deleted_with_unread_entries_follows_fail_on_data_loss(redis_server, names,
+                                                                      fail):
+    from spark_eventbus.errors import DataLossError
+
+    r = redis_server.client()
+    group, base = names["group"], names["stream"]
+    produce(r, f"{base}:a", 2)
+    produce(r, f"{base}:b", 10)
+    reader = driver_reader(redis_server.url, "", group, streamPattern=f"{base}:*",
+                           discoveryIntervalMs="0", failOnDataLoss=str(fail).lower())
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadMaxRows(4))  # 2 of a, 2 of b; 8 of b unread
+    assert BatchOffset.from_json(end).count == 4
+    reader.commit(end)
+    reader.driver.prefetch.stop()  # the pre-claim of the next batch took 4 more of b: they
+    # are lost too (claimed, never shipped), with the 4 never claimed
+    r.delete(f"{base}:b")
+    if fail:
+        with pytest.raises(DataLossError, match=f"'{base}:b' \\(8 entries\\).*failOnDataLoss"):
+            reader.latestOffset(end, ReadMaxRows(4))
+    else:
+        nxt = reader.latestOffset(end, ReadMaxRows(4))
+        report = reader.reportLatestOffset()["_eventbus"]
+        assert (report["lostEntries"], report["lostRanges"], report["streams"]) == (8, 1, 1)
+        assert nxt is end  # nothing left: a is read, b is gone
+    reader.stop()

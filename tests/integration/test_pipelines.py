@@ -1,0 +1,79 @@
+"""The driver's lean pipeline (``redisio.pipelines.pipeline``) against a real server: the same
+replies as redis-py's own pipeline without reply callbacks, error replies in place (never
+raised, never shifting later replies), scripts loaded on NOSCRIPT, and a server that goes
+away retried through the client's retries, then raised."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+
+from spark_eventbus.connection import connection_spec
+from spark_eventbus.errors import EventBusConnectionError
+from spark_eventbus.redisio import client
+from spark_eventbus.redisio.boundary import redis_errors
+from spark_eventbus.redisio.pipelines import LEAN_PIPELINE_MIN, pipeline
+from spark_eventbus.redisio.scripts import run_scripts
+from spark_eventbus.redisio.streams import text
+
+pytestmark = pytest.mark.integration
+
+
+def _commands(key: str, n: int) -> list[tuple[Any, ...]]:
+    out: list[tuple[Any, ...]] = []
+    for i in range(n):
+        out += [("XADD", key, f"{i + 1}-0", "n", str(i)), ("XLEN", key),
+                ("HINCRBY", key, "f", 1),  # WRONGTYPE: an error reply in place
+                ("XINFO", "GROUPS", f"{key}:missing"),  # no such key
+                ("XRANGE", key, f"{i + 1}-0", f"{i + 1}-0")]
+    return out
+
+
+def test_the_lean_pipeline_gives_redis_py_s_raw_replies_with_errors_in_place(redis_server,
+                                                                             names):
+    spec = connection_spec(redis_server.url)
+    r = client(spec)
+    cmds = _commands(names["stream"], LEAN_PIPELINE_MIN)  # well past the lean threshold
+    got = pipeline(r, cmds)
+    r.delete(names["stream"])
+    plain = client(spec, raw_entries=True).pipeline(transaction=False)  # XRANGE as sent
+    for c in cmds:
+        plain.execute_command(*c)
+    want = plain.execute(raise_on_error=False)
+    assert len(got) == len(want) == len(cmds)
+    for g, w in zip(got, want, strict=True):
+        if isinstance(w, Exception):
+            assert type(g) is type(w) and str(g) == str(w)
+        else:
+            assert g == w
+    assert sum(isinstance(g, redis.ResponseError) for g in got) == 2 * LEAN_PIPELINE_MIN
+    assert got[1] == 1 and got[-4] == LEAN_PIPELINE_MIN  # XLEN after the first / last XADD
+
+
+def test_pipelined_scripts_load_on_noscript_and_raise_a_script_s_error(redis_server, names):
+    spec = connection_spec(redis_server.url)
+    r = client(spec)
+    r.script_flush()
+    # the lease script: acquire on 100 keys in one go, though the server has no script yet
+    keys = [f"{{{names['stream']}}}:lease:{i}" for i in range(100)]
+    replies = run_scripts(r, "lease", [([k], ["acquire", "run1", "owner1", 15_000])
+                                       for k in keys])
+    assert [x[0] for x in replies] == [b"ok"] * 100
+    assert all(r.pttl(k) > 0 for k in keys)
+    with pytest.raises(redis.ResponseError):  # a script's own error is raised, not returned
+        run_scripts(r, "lease", [([k + ":new"], ["acquire", "run1", "owner1", "soon"])
+                                 for k in keys])
+
+
+def test_a_server_that_went_away_is_retried_then_raised_as_a_connection_error(own_redis,
+                                                                              names):
+    own_redis.start()
+    spec = connection_spec(own_redis.url, failover_timeout_ms=1000)
+    r = client(spec)
+    assert [text(x) for x in pipeline(r, [("PING",)] * LEAN_PIPELINE_MIN)] \
+        == ["PONG"] * LEAN_PIPELINE_MIN
+    own_redis.stop()
+    with pytest.raises(EventBusConnectionError), redis_errors("pinging", spec):
+        pipeline(r, [("PING",)] * LEAN_PIPELINE_MIN)
