@@ -66,8 +66,11 @@ class Claimer:
         # What a stream deleted while subscribed (streamPattern) takes with it unread, per
         # stream: its group's lag at the last probe (None: unknown), what this process claimed
         # since, and what it claimed or reclaimed into batches not returned to Spark yet
-        self.lag_seen: dict[str, int | None] = {}
+        # (lag or None, last generated ID, the group has other consumers) at the last probe
+        self.seen: dict[str, tuple[int | None, str | None, bool]] = {}
         self.claimed_since: dict[str, int] = {}
+        self.claimed_to: dict[str, str] = {}  # the last ID claimed since that probe
+        self.turn = 0  # claim_new: where the next turn starts when not every stream gets some
         self.unshipped: dict[str, int] = {}
 
     def _writes(self, run: str, seq: int, names: Iterable[str]) -> None:
@@ -77,16 +80,18 @@ class Claimer:
         """The streams whose plan of batch ``seq`` this process may have written."""
         return set(self.wrote.get((run, seq), ()))
 
-    def forget_written(self, run: str, up_to: int) -> set[str]:
-        """The streams whose plans of batches up to ``up_to`` this process may have written,
-        forgotten here (those batches are committed)."""
+    def written_up_to(self, run: str, up_to: int) -> set[str]:
+        """The streams whose plans of batches up to ``up_to`` this process may have written."""
         out: set[str] = set()
-        for key in list(self.wrote):
-            if key[0] != run:  # an earlier run of this driver's query: over
-                del self.wrote[key]
-            elif key[1] <= up_to:
-                out |= self.wrote.pop(key)
+        for (r, seq), names in self.wrote.items():
+            if r == run and seq <= up_to:
+                out |= names
         return out
+
+    def forget_written(self, run: str, up_to: int) -> None:
+        """Batches up to ``up_to`` are committed and closed: their plans are gone."""
+        for key in [k for k in self.wrote if k[0] != run or k[1] <= up_to]:
+            del self.wrote[key]
 
     def knows_size(self, run: str, seq: int) -> bool:
         """Whether this process claimed everything in the plan of batch ``seq``, so that
@@ -120,13 +125,17 @@ class Claimer:
         probes = consumers.probe(list(self.ops.values()))
         for name, p in zip(self.ops, probes, strict=True):
             if p.group:
-                self.lag_seen[name] = p.stats().lag if p.has_new else 0
+                self.seen[name] = (p.stats().lag if p.has_new else 0, p.last_generated,
+                                   (p.consumers or 0) > 1)
                 self.claimed_since.pop(name, None)
+                self.claimed_to.pop(name, None)
         return probes
 
-    def _took(self, name: str, claimed: int, reclaimed: int) -> None:
+    def _took(self, name: str, claimed: int, reclaimed: int, last: str | None = None) -> None:
         if claimed:
             self.claimed_since[name] = self.claimed_since.get(name, 0) + claimed
+        if last is not None:
+            self.claimed_to[name] = last
         if claimed or reclaimed:
             self.unshipped[name] = self.unshipped.get(name, 0) + claimed + reclaimed
 
@@ -139,18 +148,26 @@ class Claimer:
     def deleted(self, names: Sequence[str]) -> None:
         """Streams deleted while subscribed (``streamPattern``): the entries their groups had
         not read when last looked at are lost, and follow ``failOnDataLoss`` (entries claimed
-        but not yet read back are the replay's to report, as for any deleted entry)."""
-        lost: dict[str, int | None] = {}
+        but not yet read back are the replay's to report, as for any deleted entry). A group
+        with other consumers may have read some of them elsewhere: then the count is a bound
+        and not added to ``lostEntries``."""
+        lost: dict[str, tuple[int | None, bool]] = {}
         for n in names:
-            lag = self.lag_seen.pop(n, 0)
+            lag, generated, shared = self.seen.pop(n, (0, None, False))
             since, unshipped = self.claimed_since.pop(n, 0), self.unshipped.pop(n, 0)
+            to = self.claimed_to.pop(n, None)
+            if lag is None and generated is not None and to is not None \
+                    and StreamId.parse(to) >= StreamId.parse(generated):
+                lag, since = 0, 0  # unknown lag, but this query claimed up to the last entry
             k = None if lag is None else max(0, lag - since) + unshipped
             if k != 0:
-                lost[n] = k
+                lost[n] = (k, shared)
         if not lost:
             return
-        shown = ", ".join(f"{n!r} ({'an unknown number of' if k is None else k} entries)"
-                          for n, k in list(lost.items())[:10])
+        def count(k: int | None, shared: bool) -> str:
+            return "an unknown number of" if k is None else f"{'up to ' if shared else ''}{k}"
+        shown = ", ".join(f"{n!r} ({count(k, shared)} entries)"
+                          for n, (k, shared) in list(lost.items())[:10])
         more = f" and {len(lost) - 10} more" if len(lost) > 10 else ""
         text = (f"stream(s) {shown}{more} matching option 'streamPattern' were deleted while "
                 f"consumer group {self.options.group!r} had not read them (as last seen by "
@@ -161,7 +178,8 @@ class Claimer:
                 "subscribed again), or set option 'failOnDataLoss' to 'false' to skip such "
                 "entries with a warning.")
         self.metrics.lost_ranges += len(lost)
-        self.metrics.lost_entries += sum(k for k in lost.values() if k is not None)
+        self.metrics.lost_entries += sum(k for k, shared in lost.values()
+                                         if k is not None and not shared)
         log.warning("spark-eventbus: %s; skipping them (failOnDataLoss=false)", text)
 
     def reclaim_all(self, left: int | None, run: str, seq: int, protect_from: int,
@@ -230,6 +248,12 @@ class Claimer:
         todo = [(name, op) for (name, op), p in zip(
             self.ops.items(), self.probe() if probes is None else probes, strict=True)
             if p.has_new]
+        if left is not None and 0 < left < len(todo):
+            # More streams with news than entries to take: each gets one, in turns, so that
+            # the streams listed last are not left waiting behind busy ones listed first
+            k = self.turn % len(todo)
+            todo = todo[k:] + todo[:k]
+            self.turn += left
         chunk_size = claim_chunk_size(budget, self.options.num_partitions, len(todo))
         grants = stream_grants(left, len(todo))
         out = self._claim_streams([(name, op, grant) for (name, op), grant
@@ -299,7 +323,7 @@ class Claimer:
         if res.chunk is None:
             return False
         self._count(run, seq, res.chunk.count, res.bytes)
-        self._took(name, res.chunk.count, 0)
+        self._took(name, res.chunk.count, 0, res.chunk.last)
         return True
 
     def _claim(self, name: str, op: ConsumerOps, budget: int, chunk_size: int, run: str,

@@ -151,7 +151,8 @@ class _Driver:
                 (time.monotonic() - self.discovered_at) * 1000 < o.discovery_interval_ms:
             return False
         names = self._discover()
-        gone = [s for s in self.ops if s not in set(names)]
+        # not found by SCAN: confirmed gone (a cluster SCAN can miss a key being migrated)
+        gone = consumers.missing([op for s, op in self.ops.items() if s not in set(names)])
         if gone:
             left = [self.ops.pop(s) for s in gone]
             self.lease.leave(left, run)
@@ -297,9 +298,9 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             wait_for_writes(o.connection, [
                 _plan_barrier(self.ops[n].plan_key, begin.run, seq, b)
                 for n, b in batches.items() if b], f"recording the claim plan of batch {seq}")
+        d.claimer.shipped(batches)  # before the pre-claim thread starts counting again
         self._start_prefetch(begin, budget, seq + 1, batches)
         d.claims.last_batch_at = time.monotonic()
-        d.claimer.shipped(batches)
         d.last_offset = BatchOffset(begin.run, seq, batches)
         return d.last_offset.to_json()
 
@@ -420,7 +421,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         rather than let them come back through reclaim as duplicates.
         """
         d = self.driver
-        wrote = d.claimer.forget_written(committed.run, committed.seq)
+        wrote = d.claimer.written_up_to(committed.run, committed.seq)
         if d.claims.full_until is None or committed.seq <= d.claims.full_until:
             ops = list(self.ops.values())
         else:  # plans and loss records only where this process claimed or the batch read
@@ -441,6 +442,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if int(field_) < committed.seq and plan.get("run") == committed.run])
         self._ack(committed)
         consumers.drop_plans(ops, [list(plans[name]) for name in names])
+        d.claimer.forget_written(committed.run, committed.seq)
         self._trim_acked()
 
     def _ack(self, offset: BatchOffset) -> None:

@@ -12,7 +12,13 @@ local plan = load_plan(plan_key, ARGV[3], ARGV[4])
 local first = ARGV[5]
 local extra = resolve_intent(stream, ARGV[1], ARGV[2], plan_key, plan,
                              first == '' and '+' or ('(' .. first))
-if first ~= '' then
+-- Idempotent: a client that sends this again (a pipeline retried after its connection broke
+-- while reading the replies) finds the chunk recorded and does not record it twice.
+local known = false
+for _, c in ipairs(plan.chunks) do
+  if c[1] == first then known = true break end
+end
+if first ~= '' and not known then
   table.insert(plan.chunks, {first, ARGV[6], tonumber(ARGV[7])})
 end
 save_plan(plan_key, plan)

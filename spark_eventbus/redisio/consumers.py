@@ -51,6 +51,7 @@ class Probe:
     newest: str | None = None  # the last entry still in the stream
     oldest: str | None = None  # the first entry still in the stream
     length: int | None = None
+    consumers: int | None = None  # consumers of the group (XINFO GROUPS)
 
     @property
     def has_new(self) -> bool:
@@ -154,7 +155,7 @@ def probe(ops: Sequence[ConsumerOps]) -> list[Probe]:
         lag = g.get(b"lag")
         if i not in infos:  # nothing new: the last generated ID is the last delivered one
             out.append(Probe(True, pending, 0, int(g.get(b"entries-read") or 0), delivered,
-                             delivered))
+                             delivered, consumers=int(g.get(b"consumers") or 0)))
             continue
         info = infos[i]
         if isinstance(info, Exception):  # deleted between the two round trips
@@ -166,7 +167,8 @@ def probe(ops: Sequence[ConsumerOps]) -> list[Probe]:
                          int(g.get(b"entries-read") or 0), delivered,
                          _opt_text(info[b"last-generated-id"]),
                          text(last_entry[0]) if last_entry else None,
-                         text(first_entry[0]) if first_entry else None, int(info[b"length"])))
+                         text(first_entry[0]) if first_entry else None, int(info[b"length"]),
+                         int(g.get(b"consumers") or 0)))
     return out
 
 
@@ -266,6 +268,7 @@ def ensure_groups(ops: Sequence[ConsumerOps], starting_position: str) -> list[bo
         earliest: dict[str, tuple[str, int]] = {}
         if todo and starting_position in ("earliest", "0"):
             infos = pipeline(ops[0].redis, [("XINFO", "STREAM", op.stream) for op in todo])
+            _raise_unless_missing(infos)
             for op, info in zip(todo, infos, strict=True):
                 earliest[op.stream] = ("0", 0) if isinstance(info, Exception) \
                     else earliest_in({text(k): v for k, v in _map(info).items()})
@@ -326,13 +329,21 @@ def claim_many(asks: Sequence[ClaimAsk], run: str, seq: int, fail_on_loss: bool
         reading = [i for i, res in enumerate(intents) if text(res[0]) == "read"]
         entries: list[list[Any] | None] = [None] * len(asks)
         if reading:
-            read = _checked(pipeline(ops[0].raw, [asks[i].op.xreadgroup(asks[i].count)
-                                                  for i in reading]))
+            read = pipeline(ops[0].raw, [asks[i].op.xreadgroup(asks[i].count)
+                                         for i in reading])
+            failed = [reply for reply in read if isinstance(reply, Exception)]
+            done = [i for i, reply in zip(reading, read, strict=True)
+                    if not isinstance(reply, Exception)]
             for i, reply in zip(reading, read, strict=True):
-                entries[i] = read_entries(reply)
+                if i in done:
+                    entries[i] = read_entries(reply)
+            # the streams whose read went through are recorded before any failure is raised
+            # (an open intent would be closed by the next plan read, but not left needlessly)
             run_scripts(ops[0].redis, "claim_record", [
                 asks[i].op.claim_record(run, seq, asks[i].op.claimed(entries[i] or []))
-                for i in reading])
+                for i in done])
+            if failed:
+                raise failed[0]
     return [ConsumerOps.claim_result(res, got, a.count, False)
             for a, res, got in zip(asks, intents, entries, strict=True)]
 
@@ -407,6 +418,15 @@ def discover(spec: ConnectionSpec, pattern: str, exclude: Sequence[str] = ()) ->
     own = f":{PREFIX}:"
     return sorted(k for k in found if k not in exclude
                   and not (k.startswith("{") and own in k))
+
+
+def missing(ops: Sequence[ConsumerOps]) -> list[str]:
+    """The streams of ``ops`` that do not exist (``TYPE`` is ``none``), pipelined."""
+    if not ops:
+        return []
+    with redis_errors(f"checking streams ({_where(ops)})", ops[0].spec):
+        kinds = _checked(pipeline(ops[0].redis, [("TYPE", op.stream) for op in ops]))
+    return [op.stream for op, kind in zip(ops, kinds, strict=True) if text(kind) == "none"]
 
 
 def forget(ops: Sequence[ConsumerOps]) -> None:

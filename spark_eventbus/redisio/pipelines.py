@@ -9,43 +9,48 @@ from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
-from redis.exceptions import ConnectionError
+from redis.exceptions import ConnectionError, ReadOnlyError
 
 from .base import Redis, ResponseError
-
-# Below this many commands redis-py's own pipeline is as good (:func:`pipeline`).
-LEAN_PIPELINE_MIN = 64
 
 
 def pipeline(r: Redis, commands: Sequence[Sequence[Any]]) -> list[Any]:
     """``commands`` in one round trip (per node), their replies as the server sent them: no
     redis-py reply callbacks; an error reply is an exception object in the list, not raised.
 
-    Thousands of commands at once (one per stream of a query over many streams) are sent
-    lean on a single node: packed by hiredis in C, sent at once, replies read straight from
-    the connection's hiredis reader. redis-py's pipeline spends several times the round trip
-    on its per-command packing and reply handling there. Through the client's ``Retry``, as
-    redis-py's pipeline does (a retry sends them all again). A cluster client, a few commands,
-    or no hiredis: redis-py's pipeline."""
+    On a single node they are sent lean: packed by hiredis in C, sent at once, replies read
+    straight from the connection's hiredis reader (redis-py's pipeline spends several times the
+    round trip on its per-command packing and reply handling when there are thousands, one per
+    stream of a query over many streams). Through the client's ``Retry`` (its window:
+    ``failoverTimeoutMs``): a broken connection, or a ``READONLY`` reply (a primary demoted by a
+    failover; with Sentinel the reconnect asks for the new primary), sends them all again, as
+    redis-py's pipeline does, so every command sent this way must be safe to run twice. A
+    cluster client, or no hiredis: redis-py's pipeline."""
     if not commands:
         return []
-    if isinstance(r, RedisCluster) or len(commands) < LEAN_PIPELINE_MIN \
-            or not _lean_reader(r):
+    if isinstance(r, RedisCluster):
         pipe = r.pipeline(transaction=False)
         for c in commands:
             pipe.execute_command(*c)
         return list(pipe.execute(raise_on_error=False))
-    import hiredis
-
-    packed = b"".join(hiredis.pack_command(tuple(c)) for c in commands)
+    lean = _lean_reader(r)
     pool = r.connection_pool
     conn = pool.get_connection()
+    if lean:
+        import hiredis
+
+        packed = b"".join(hiredis.pack_command(tuple(c)) for c in commands)
 
     def attempt() -> list[Any]:
-        conn.send_packed_command([packed])
-        replies = _read_replies(conn, len(commands))
-        for reply in replies:  # e.g. LOADING: retried as redis-py would
-            if isinstance(reply, ConnectionError):
+        if lean:
+            conn.send_packed_command([packed])
+            replies = _read_replies(conn, len(commands))
+        else:
+            conn.send_packed_command(conn.pack_commands(commands))
+            replies = _read_replies(conn, len(commands))
+        for reply in replies:  # the command did not run: retried (LOADING too)
+            if isinstance(reply, (ConnectionError, ReadOnlyError)):
+                conn.disconnect()
                 raise reply
         return replies
 
@@ -61,7 +66,7 @@ def pipeline(r: Redis, commands: Sequence[Sequence[Any]]) -> list[Any]:
 def _lean_reader(r: redis.Redis) -> bool:
     """True when this client's connections parse with hiredis (redis-py's _HiredisParser)."""
     try:
-        from redis._parsers.hiredis import _HiredisParser
+        from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser  # noqa: F401
         from redis.utils import HIREDIS_AVAILABLE
     except ImportError:
         return False
@@ -70,10 +75,15 @@ def _lean_reader(r: redis.Redis) -> bool:
 
 
 def _read_replies(conn: Any, n: int) -> list[Any]:
-    from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser
-
+    """``n`` replies, error replies in place: from the hiredis reader directly, else one by
+    one through redis-py (which raises an error reply after reading it)."""
+    try:
+        from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser
+    except ImportError:
+        _HiredisParser = None  # type: ignore[assignment,misc]
     parser = conn._parser
-    if not isinstance(parser, _HiredisParser) or parser._reader is None:
+    if _HiredisParser is None or not isinstance(parser, _HiredisParser) \
+            or parser._reader is None:
         out: list[Any] = []
         for _ in range(n):
             try:
@@ -91,5 +101,3 @@ def _read_replies(conn: Any, n: int) -> list[Any]:
         elif push is None or not isinstance(reply, push):
             out.append(reply)
     return out
-
-

@@ -257,3 +257,20 @@ def test_a_stream_deleted_with_unread_entries_follows_fail_on_data_loss(redis_se
         assert (report["lostEntries"], report["lostRanges"], report["streams"]) == (8, 1, 1)
         assert nxt is end  # nothing left: a is read, b is gone
     reader.stop()
+
+
+def test_more_streams_with_news_than_the_budget_take_turns(redis_server, names):
+    """maxEntriesPerTrigger below the number of streams with new entries: every stream gets
+    its turn (the ones listed last are not left behind the first ones)."""
+    r = redis_server.client()
+    streams, _ = _many(r, names["stream"], 10, 5)
+    reader = driver_reader(redis_server.url, ",".join(streams), names["group"])
+    start = reader.initialOffset()
+    seen: set[str] = set()
+    for _ in range(5):
+        end = reader.latestOffset(start, ReadMaxRows(3))
+        seen |= set(BatchOffset.from_json(end).streams)
+        reader.commit(end)
+        start = end
+    reader.stop()
+    assert len(seen) == 10, sorted(seen)

@@ -14,11 +14,12 @@ from spark_eventbus.connection import connection_spec
 from spark_eventbus.errors import EventBusConnectionError
 from spark_eventbus.redisio import client
 from spark_eventbus.redisio.boundary import redis_errors
-from spark_eventbus.redisio.pipelines import LEAN_PIPELINE_MIN, pipeline
+from spark_eventbus.redisio.pipelines import pipeline
 from spark_eventbus.redisio.scripts import run_scripts
 from spark_eventbus.redisio.streams import text
 
 pytestmark = pytest.mark.integration
+LEAN_PIPELINE_MIN = 64  # commands per pipeline here (the driver sends thousands)
 
 
 def _commands(key: str, n: int) -> list[tuple[Any, ...]]:
@@ -35,7 +36,7 @@ def test_the_lean_pipeline_gives_redis_py_s_raw_replies_with_errors_in_place(red
                                                                              names):
     spec = connection_spec(redis_server.url)
     r = client(spec)
-    cmds = _commands(names["stream"], LEAN_PIPELINE_MIN)  # well past the lean threshold
+    cmds = _commands(names["stream"], LEAN_PIPELINE_MIN)
     got = pipeline(r, cmds)
     r.delete(names["stream"])
     plain = client(spec, raw_entries=True).pipeline(transaction=False)  # XRANGE as sent
@@ -77,3 +78,28 @@ def test_a_server_that_went_away_is_retried_then_raised_as_a_connection_error(ow
     own_redis.stop()
     with pytest.raises(EventBusConnectionError), redis_errors("pinging", spec):
         pipeline(r, [("PING",)] * LEAN_PIPELINE_MIN)
+
+
+def test_a_claim_record_sent_twice_records_its_chunk_once(redis_server, names):
+    """A pipeline retried after its connection broke while reading the replies sends every
+    claim_record.lua again: the plan must not hold the chunk twice (its entries would ship
+    twice in one batch)."""
+    from spark_eventbus.redisio import ConsumerOps
+
+    spec = connection_spec(redis_server.url)
+    r = redis_server.client()
+    for i in range(3):
+        r.xadd(names["stream"], {"n": str(i)})
+    op = ConsumerOps(spec, names["stream"], names["group"], "c")
+    op.ensure_group("earliest")
+    intent = run_scripts(op.redis, "claim", [op.claim_intent("run1", 1, None, True)])[0]
+    assert text(intent[0]) == "read"
+    entries = client(spec, raw_entries=True).execute_command(*op.xreadgroup(10))
+    from spark_eventbus.redisio.streams import read_entries
+
+    chunk = op.claimed(read_entries(entries))
+    assert chunk is not None and chunk.count == 3
+    for _ in range(2):  # the retry
+        run_scripts(op.redis, "claim_record", [op.claim_record("run1", 1, chunk)])
+    plan = op.load_plan("run1", 1)
+    assert plan.chunks == (chunk,) and plan.count == 3
