@@ -222,9 +222,11 @@ def test_failed_write_task_is_retried_without_duplicates(spark, own_redis, names
     stats = r.info("commandstats")
     assert stats["cmdstat_xadd"]["calls"] == 60_000  # no entry was added twice
     # The retry looked for the markers of chunks the first attempt had written and skipped
-    # them: 60 chunks of 1,000 rows, each added by one transaction.
+    # them: 60 chunks of 1,000 rows, each added by one transaction. An EXEC more is a
+    # transaction whose WATCH the failed attempt's last chunk won (it ran nothing: XADD calls
+    # are exactly 60,000 above), seen once on Valkey under CI load (65).
     assert stats["cmdstat_sismember"]["calls"] > 60
-    assert stats["cmdstat_exec"]["calls"] == 60
+    assert stats["cmdstat_exec"]["calls"] >= 60
     assert _sink_keys(r, target) == []  # a finished batch write removes its markers
 
 
