@@ -38,7 +38,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 WARMUP = 20_000
@@ -98,27 +97,6 @@ def many_streams(n: int) -> list[str]:
     return [f"cmp:many:{n}:{i}" for i in range(n)]
 
 
-def plain_loop(r: Any, streams: list[str], group: str) -> tuple[float, int]:
-    """The plain redis-py consumer: XREADGROUP over all streams, COUNT 1000, XACK each reply."""
-    for s in streams:
-        r.xgroup_create(s, group, "0")
-    start = time.perf_counter()
-    got = 0
-    while True:
-        reply = r.xreadgroup(group, "c", dict.fromkeys(streams, ">"), count=1000)
-        if not reply:
-            break
-        pipe = r.pipeline(transaction=False)
-        for name, entries in reply:
-            if entries:
-                got += len(entries)
-                pipe.xack(name, group, *[i for i, _ in entries])
-        pipe.execute()
-        if not any(entries for _, entries in reply):
-            break
-    return time.perf_counter() - start, got
-
-
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "measure":
         print("RESULT " + json.dumps(measure(*sys.argv[2:6])))
@@ -139,7 +117,7 @@ def main() -> None:
     import pyarrow.parquet as pq
     import redis
 
-    from bench import bench_redis, produce
+    from bench import bench_redis, plain_many, produce
 
     work = Path(tempfile.mkdtemp(prefix="eventbus-compare-"))
     trees: dict[str, Path] = {}
@@ -165,7 +143,7 @@ def main() -> None:
                     for i in range(args.many_entries):
                         pipe.xadd(streams[i % len(streams)], {"n": str(i), "payload": "x" * 60})
                     pipe.execute()
-                    secs, got = plain_loop(r, streams, "plain")
+                    secs, got = plain_many(r, streams, "plain")
                     assert got == args.many_entries, got
                     print(f"plain redis-py loop {part}: {secs:.3f} s", flush=True)
             rows_file = str(work / "rows.parquet")

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import EventBusConnectionError, NotAStreamError
+from ..errors import EventBusConnectionError
 from ..ids import StreamId
 from ..keys import PREFIX, loss_key
 from ..offsets import ClaimedRange, StreamBatch
@@ -32,7 +32,7 @@ from .group import (
 from .losses import settle_losses
 from .pipelines import pipeline
 from .scripts import run_scripts
-from .streams import read_entries, send_packed, text
+from .streams import is_stream_kind, read_entries, send_packed, text
 
 log = logging.getLogger("spark_eventbus")
 
@@ -256,14 +256,11 @@ def ensure_groups(ops: Sequence[ConsumerOps], starting_position: str) -> list[bo
         for op, kind, groups in zip(ops, replies[0::2], replies[1::2], strict=True):
             if isinstance(kind, Exception):
                 raise kind
-            kind = text(kind)
-            if kind not in ("stream", "none"):
-                raise NotAStreamError(
-                    f"key {op.stream!r} holds a {kind}, not a stream; spark-eventbus never "
-                    f"overwrites it. Server: {spec.display}. Choose another 'stream' option.")
-            if kind == "stream" and isinstance(groups, Exception):
+            exists = is_stream_kind(op.stream, text(kind), f"Server: {spec.display}. Choose "
+                                    "another 'stream' option.")
+            if exists and isinstance(groups, Exception):
                 raise groups
-            if kind == "none" or not any(text(_map(g)[b"name"]) == op.group for g in groups):
+            if not exists or not any(text(_map(g)[b"name"]) == op.group for g in groups):
                 todo.append(op)
         earliest: dict[str, tuple[str, int]] = {}
         if todo and starting_position in ("earliest", "0"):
@@ -328,24 +325,25 @@ def claim_many(asks: Sequence[ClaimAsk], run: str, seq: int, fail_on_loss: bool
             op._check_fence(res)
         reading = [i for i, res in enumerate(intents) if text(res[0]) == "read"]
         entries: list[list[Any] | None] = [None] * len(asks)
+        chunks: list[ClaimedRange | None] = [None] * len(asks)
         if reading:
             read = pipeline(ops[0].raw, [asks[i].op.xreadgroup(asks[i].count)
                                          for i in reading])
             failed = [reply for reply in read if isinstance(reply, Exception)]
-            done = [i for i, reply in zip(reading, read, strict=True)
-                    if not isinstance(reply, Exception)]
+            done = []
             for i, reply in zip(reading, read, strict=True):
-                if i in done:
+                if not isinstance(reply, Exception):
                     entries[i] = read_entries(reply)
+                    chunks[i] = asks[i].op.claimed(entries[i] or [])
+                    done.append(i)
             # the streams whose read went through are recorded before any failure is raised
             # (an open intent would be closed by the next plan read, but not left needlessly)
             run_scripts(ops[0].redis, "claim_record", [
-                asks[i].op.claim_record(run, seq, asks[i].op.claimed(entries[i] or []))
-                for i in done])
+                asks[i].op.claim_record(run, seq, chunks[i]) for i in done])
             if failed:
                 raise failed[0]
-    return [ConsumerOps.claim_result(res, got, a.count, False)
-            for a, res, got in zip(asks, intents, entries, strict=True)]
+    return [ConsumerOps.claim_result(res, got, chunk, a.count, False)
+            for a, res, got, chunk in zip(asks, intents, entries, chunks, strict=True)]
 
 
 @dataclass(frozen=True)

@@ -256,6 +256,7 @@ class ConsumerOps:
                                                                      fail_on_loss))
             self._check_fence(res)
             entries: list[Any] | None = None
+            chunk = None
             if text(res[0]) == "read":
                 if bytes_left is not None:
                     ahead = self.raw.execute_command("XRANGE", self.stream,
@@ -265,7 +266,7 @@ class ConsumerOps:
                     *self.xreadgroup(count))) if count > 0 else []
                 chunk = self.claimed(entries)
                 run_script(self.redis, "claim_record", *self.claim_record(run, seq, chunk))
-            return self.claim_result(res, entries, count, bytes_left is not None)
+            return self.claim_result(res, entries, chunk, count, bytes_left is not None)
 
     # The three steps of a claim, also run for many streams at once, pipelined
     # (:func:`.consumers.claim_many`).
@@ -301,16 +302,15 @@ class ConsumerOps:
                 [self.group, self.consumer, run, str(seq), *bounds])
 
     @staticmethod
-    def claim_result(intent: list[Any], entries: list[Any] | None, count: int, sized: bool
-                     ) -> ClaimResult:
+    def claim_result(intent: list[Any], entries: list[Any] | None, chunk: ClaimedRange | None,
+                     count: int, sized: bool) -> ClaimResult:
         """The outcome of a claim: ``intent`` is ``claim.lua``'s reply, ``entries`` what the
-        ``XREADGROUP`` of ``count`` read (None: not run)."""
+        ``XREADGROUP`` of ``count`` read (None: not run), ``chunk`` their range
+        (:meth:`claimed`)."""
         status, lost_after, lost_before, lost_count = (text(x) for x in intent[:4])
-        chunk, size = None, 0
+        size = 0
         if entries is not None:
-            if entries:
-                chunk = ClaimedRange(text(entries[0][0]), text(entries[-1][0]), len(entries))
-                size = sum(entry_sizes(entries)) if sized else 0
+            size = sum(entry_sizes(entries)) if sized and entries else 0
             status = "ok" if chunk else ("full" if count == 0 else "empty")
         return ClaimResult(status, chunk, lost_after, lost_before, int(lost_count), size)
 
@@ -427,12 +427,6 @@ class ConsumerOps:
             return trim_acked(self.redis, None, self.stream, exact=False).entries
 
     # -- progress ------------------------------------------------------------------------------
-
-    def last_generated_id(self) -> str | None:
-        with self._errors("reading stream info"):
-            if key_type(self.redis, self.stream) == "none":
-                return None
-            return text(self.redis.xinfo_stream(self.stream)["last-generated-id"])
 
     def stats(self) -> GroupStats:
         """Lag and pending of the group (``XINFO GROUPS``); ``None`` where Redis does not know.

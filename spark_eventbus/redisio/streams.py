@@ -32,7 +32,11 @@ def key_type(r: Redis, key: str) -> str:
 def stream_exists(r: Redis, key: str, fix: str = "") -> bool:
     """True for a stream, False for a missing key; any other type raises
     :class:`NotAStreamError` — spark-eventbus never overwrites it (``fix`` ends the message)."""
-    kind = key_type(r, key)
+    return is_stream_kind(key, key_type(r, key), fix)
+
+
+def is_stream_kind(key: str, kind: str, fix: str = "") -> bool:
+    """:func:`stream_exists` for a ``TYPE`` reply already read (``kind``)."""
     if kind not in ("stream", "none"):
         raise NotAStreamError(f"key {key!r} holds a {kind}, not a stream; spark-eventbus never "
                               f"overwrites it.{' ' + fix if fix else ''}")
