@@ -29,14 +29,15 @@ CLUSTER = ("cluster|slots", "cluster|shards", "command")
 
 ROLES: dict[str, tuple[str, ...]] = {
     # spark.readStream: groups, claims (claim.lua, XREADGROUP, claim_record.lua) and plans
-    # (plan_load.lua), reclaim (reclaim.lua), acks
+    # (plan_load.lua), news of many streams at once (XREAD COUNT 1), reclaim (reclaim.lua), acks
     # (ack_range.lua, XACK), the consumer lease (lease.lua), executors' XRANGE replay and loss
     # records (loss_record.lua, XPENDING + XACK of what is gone; loss_settle.lua); trimAcked
     # (trim.lua: XTRIM MINID; XLEN).
     "streaming-reader": (*_CONNECT, *_SCRIPTS, "type", "xinfo|stream", "xinfo|groups",
-                         "xgroup|create", "xreadgroup", "xautoclaim", "xpending", "xack",
-                         "xrange", "xrevrange", "get", "set", "del", "pttl", "hget", "hexists",
-                         "hgetall", "hset", "hdel", "pexpire", "scan", "xtrim", "xlen", *_WAIT),
+                         "xgroup|create", "xreadgroup", "xread", "xautoclaim", "xpending",
+                         "xack", "xrange", "xrevrange", "get", "set", "del", "pttl", "hget",
+                         "hexists", "hgetall", "hset", "hdel", "pexpire", "scan", "xtrim", "xlen",
+                         *_WAIT),
     # spark.read: XRANGE of a range, nothing written.
     "batch-reader": (*_CONNECT, "type", "xrange", "xrevrange"),
     # df.write / writeStream: a chunk as WATCH + MULTI/EXEC (XADD, trimming, markers), or

@@ -12,15 +12,23 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .errors import DataLossError, EventBusError
+from .errors import ConfigError, DataLossError, EventBusConnectionError, EventBusError
 from .ids import StreamId
 from .offsets import ClaimedRange, StreamBatch
 from .options import ReaderOptions
 from .planning import claim_chunk_size, share_budget, stream_grants
-from .redisio import GROUP_GONE_FIX, ClaimResult, ConsumerOps, ReclaimResult, consumers
+from .redisio import (
+    GROUP_GONE_FIX,
+    ClaimResult,
+    ConsumerOps,
+    GroupStats,
+    ReclaimResult,
+    consumers,
+)
 
 log = logging.getLogger("spark_eventbus")
 
@@ -29,6 +37,8 @@ RECLAIM_PAGE = 500
 # ... under maxBytesPerTrigger: XAUTOCLAIM cannot bound bytes, so a reclaim page may pass the
 # bound by up to this many entries (docs: the README's maxBytesPerTrigger).
 RECLAIM_PAGE_BYTES_BOUND = 10
+# From this many streams on, a probe asks only the streams that may have changed (Claimer.probe)
+WATCH_FROM_STREAMS = 32
 
 
 @dataclass
@@ -72,6 +82,14 @@ class Claimer:
         self.claimed_to: dict[str, str] = {}  # the last ID claimed since that probe
         self.turn = 0  # claim_new: where the next turn starts when not every stream gets some
         self.unshipped: dict[str, int] = {}
+        # What each stream's group looked like when last probed (Claimer.probe), the streams
+        # this query changed since (claims, reclaims, acks), and when every stream was last
+        # probed; watch False: the ACL user may not XREAD, every probe asks every stream
+        self.probed: dict[str, consumers.Probe] = {}
+        self.dirty: set[str] = set()
+        self.probed_all_at = float("-inf")
+        self.watch = True
+        self._probing = threading.Lock()  # the pre-claim thread and the progress report
 
     def _writes(self, run: str, seq: int, names: Iterable[str]) -> None:
         self.wrote.setdefault((run, seq), set()).update(names)
@@ -120,18 +138,76 @@ class Claimer:
         self.reclaim_cursor.clear()
 
     def probe(self) -> list[consumers.Probe]:
-        """Every stream's group state (one pipelined round trip per node), for one planning
-        round's :meth:`reclaim_all` and :meth:`claim_new`."""
-        probes = consumers.probe(list(self.ops.values()))
-        for name, p in zip(self.ops, probes, strict=True):
-            if p.group:
-                self.seen[name] = (p.stats().lag if p.has_new else 0, p.last_generated,
-                                   (p.consumers or 0) > 1)
-                self.claimed_since.pop(name, None)
-                self.claimed_to.pop(name, None)
-        return probes
+        """Every stream's group state, for one planning round's :meth:`reclaim_all` and
+        :meth:`claim_new` and for the progress report (one pipelined round trip per node).
+
+        From :data:`WATCH_FROM_STREAMS` streams on, a quiet stream costs nothing: one
+        ``XREAD COUNT 1`` over every stream this query has not changed since its last probe,
+        from the group's last delivered ID then, names those with new entries, and only they
+        (and the streams this query claimed, reclaimed or acked on) are probed; the others'
+        last probe stands. Every stream is probed at least every ``claimMinIdleMs`` or
+        ``discoveryIntervalMs``, whichever is shorter: what only that shows (entries of
+        another consumer turning idle, entries trimmed or a group destroyed on a stream that
+        got nothing new) is seen within that time."""
+        with self._probing:
+            names = list(self.ops)
+            ask = self._to_probe(names)
+            fresh = consumers.probe([self.ops[n] for n in ask])
+            for name, p in zip(ask, fresh, strict=True):
+                self.probed[name] = p
+                if p.group:
+                    self.seen[name] = (p.stats().lag if p.has_new else 0, p.last_generated,
+                                       (p.consumers or 0) > 1)
+                    self.claimed_since.pop(name, None)
+                    self.claimed_to.pop(name, None)
+            return [self.probed[n] for n in names]
+
+    def _to_probe(self, names: list[str]) -> list[str]:
+        o = self.options
+        now = time.monotonic()
+        if not self.watch or len(names) < WATCH_FROM_STREAMS or \
+                (now - self.probed_all_at) * 1000 >= min(o.claim_min_idle_ms,
+                                                         o.discovery_interval_ms):
+            self.probed_all_at = now
+            self.dirty.clear()
+            return names
+        dirty, self.dirty = self.dirty, set()  # marks made while probing stay for the next
+        clean = [n for n in names if n not in dirty and (p := self.probed.get(n)) is not None
+                 and p.group and p.last_delivered is not None]
+        try:
+            news = consumers.news([self.ops[n] for n in clean],
+                                  [self.probed[n].last_delivered or "0-0" for n in clean])
+        except EventBusConnectionError:
+            self.dirty |= dirty
+            raise
+        except ConfigError as exc:  # NOPERM: an ACL rule made before the reader used XREAD
+            self.watch = False
+            log.warning("spark-eventbus: the Redis user may not run XREAD, so every trigger "
+                        "asks each stream's group for news (one command per stream); add "
+                        "+xread to its ACL rule (eventbus acl streaming-reader): %s", exc)
+            return names
+        except EventBusError as exc:  # e.g. WRONGTYPE: a key replaced; every stream looks
+            log.debug("spark-eventbus: looking for news failed, probing every stream: %s", exc)
+            return names
+        known = set(clean)
+        return [n for n in names if n not in known or n in news]
+
+    def touched(self, names: Iterable[str]) -> None:
+        """This query changed these streams' groups (acks): the next probe asks them."""
+        self.dirty.update(names)
+
+    def stats(self) -> list[GroupStats]:
+        """Progress of every stream (:meth:`probe`); unknowns when Redis stays unreachable
+        past the client's retries (progress never fails a query)."""
+        try:
+            return [p.stats() for p in self.probe()]
+        except EventBusConnectionError as exc:
+            log.warning("spark-eventbus: progress shows unknowns: %s", exc)
+            return [GroupStats(None, None, None) for _ in self.ops]
 
     def _took(self, name: str, claimed: int, reclaimed: int, last: str | None = None) -> None:
+        if claimed or reclaimed:
+            self.dirty.add(name)
         if claimed:
             self.claimed_since[name] = self.claimed_since.get(name, 0) + claimed
         if last is not None:
@@ -153,6 +229,7 @@ class Claimer:
         and not added to ``lostEntries``."""
         lost: dict[str, tuple[int | None, bool]] = {}
         for n in names:
+            self.probed.pop(n, None)
             lag, generated, shared = self.seen.pop(n, (0, None, False))
             since, unshipped = self.claimed_since.pop(n, 0), self.unshipped.pop(n, 0)
             to = self.claimed_to.pop(n, None)
@@ -383,6 +460,8 @@ class Claimer:
                 (i, f"delivered {n} times (maxDeliveries={o.max_deliveries})", str(n))
                 for i, n in res.poison])
         self.metrics.dead_lettered += dead
+        if dead or res.deleted:
+            self.dirty.add(name)
         if dead:
             log.warning("spark-eventbus: moved %d entries of stream %r delivered more than "
                         "%d times to %r", dead, name, o.max_deliveries, o.dead_letter_stream)

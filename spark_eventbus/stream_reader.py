@@ -343,7 +343,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         m = d.metrics
         probes, d.quiet_probes = d.quiet_probes, None
         found = [p.stats() for p in probes] if probes is not None and len(probes) == len(
-            self.ops) else consumers.stats(list(self.ops.values()))
+            self.ops) else d.claimer.stats()
         behind: int | None = 0
         for name, stats in zip(self.ops, found, strict=True):
             claimed, reclaimed = m.planned.get(name, (0, 0))
@@ -436,10 +436,11 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         m.lost_entries += entries
         m.lost_ranges += ranges
         if self.options.ack_mode == "commit":
-            consumers.ack_many([
-                (op, StreamBatch.from_json(plan)) for op in ops
-                for field_, plan in plans[op.stream].items()
-                if int(field_) < committed.seq and plan.get("run") == committed.run])
+            earlier = [(op, StreamBatch.from_json(plan)) for op in ops
+                       for field_, plan in plans[op.stream].items()
+                       if int(field_) < committed.seq and plan.get("run") == committed.run]
+            consumers.ack_many(earlier)
+            d.claimer.touched(op.stream for op, _ in earlier)
         self._ack(committed)
         consumers.drop_plans(ops, [list(plans[name]) for name in names])
         d.claimer.forget_written(committed.run, committed.seq)
@@ -451,6 +452,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         consumers.ack_many([(self.ops[name], batch) for name, batch in offset.streams.items()
                             if name in self.ops])
+        self.driver.claimer.touched(offset.streams)
         claims.acked_seq = offset.seq
 
     def _trim_acked(self) -> None:

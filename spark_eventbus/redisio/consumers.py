@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from redis.crc import key_slot
+
 from ..errors import EventBusConnectionError
 from ..ids import StreamId
 from ..keys import PREFIX, loss_key
@@ -172,14 +174,27 @@ def probe(ops: Sequence[ConsumerOps]) -> list[Probe]:
     return out
 
 
-def stats(ops: Sequence[ConsumerOps]) -> list[GroupStats]:
-    """Progress of every stream in one pipelined round trip per node; unknowns when Redis stays
-    unreachable past the client's retries (progress never fails a query)."""
-    try:
-        return [p.stats() for p in probe(ops)]
-    except EventBusConnectionError as exc:
-        log.warning("spark-eventbus: progress of %s shows unknowns: %s", _where(ops), exc)
-        return [GroupStats(None, None, None) for _ in ops]
+def news(ops: Sequence[ConsumerOps], after: Sequence[str]) -> set[str]:
+    """The streams of ``ops`` with an entry after ``after`` (each stream's ID): one
+    ``XREAD COUNT 1`` over all of them (on a cluster one per hash slot, the keys of one
+    command must share it), whatever their number. A missing stream has nothing after."""
+    if not ops:
+        return set()
+    by_slot: dict[int, list[int]] = {}
+    cluster = is_cluster(ops[0].redis)
+    for i, op in enumerate(ops):
+        by_slot.setdefault(key_slot(op.stream.encode()) if cluster else 0, []).append(i)
+    commands = [("XREAD", "COUNT", 1, "STREAMS", *(ops[i].stream for i in group),
+                 *(after[i] for i in group)) for group in by_slot.values()]
+    with redis_errors(f"looking for new entries ({_where(ops)})", ops[0].spec):
+        replies = _checked(pipeline(ops[0].redis, commands))
+    found: set[str] = set()
+    for reply in replies:
+        if isinstance(reply, dict):
+            found.update(text(k) for k in reply)
+        elif reply:
+            found.update(text(item[0]) for item in reply)
+    return found
 
 
 def plans(ops: Sequence[ConsumerOps], run: str, seq: int) -> list[StreamBatch]:

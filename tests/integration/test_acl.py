@@ -11,6 +11,7 @@ from collections import Counter
 import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from spark_eventbus import AckingBatchWriter
 from spark_eventbus.acl import rule
@@ -152,6 +153,32 @@ def test_a_missing_command_fails_at_query_start_naming_it(spark, redis_server, t
     assert f"'{drop[1:]}'" in text and f"add {drop}" in text and "acl-rule" in text, text
     assert q.lastProgress is None  # no batch ran, no task
     assert "pw@" not in text
+
+
+def test_a_many_streams_rule_without_xread_still_reads_every_entry(redis_server):
+    """A streaming-reader rule made before the reader used XREAD (for news of many streams
+    at once): the reader warns and asks each stream instead; nothing is missed."""
+    from spark_eventbus.claimer import WATCH_FROM_STREAMS
+    from spark_eventbus.offsets import BatchOffset
+    from tests.integration.helpers import driver_reader
+
+    r = redis_server.client()
+    stream, _ = _names()
+    streams = [f"{stream}-{i}" for i in range(WATCH_FROM_STREAMS + 2)]
+    for s in streams:
+        produce(r, s, 2)
+    url = _user(r, redis_server, "streaming-reader", streams, drop="+xread")
+    reader = driver_reader(url, ",".join(streams), "g", claimMinIdleMs="600000")
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert sum(b.count for b in BatchOffset.from_json(end).streams.values()) == 2 * len(streams)
+    reader.commit(end)
+    assert reader.latestOffset(end, ReadAllAvailable()) is end
+    produce(r, streams[5], 3)
+    nxt = BatchOffset.from_json(reader.latestOffset(end, ReadAllAvailable()))
+    assert list(nxt.streams) == [streams[5]] and nxt.streams[streams[5]].count == 3
+    assert reader.driver.claimer.watch is False
+    reader.stop()
 
 
 def test_a_missing_key_pattern_fails_at_query_start_naming_it(spark, redis_server, tmp_path):

@@ -156,6 +156,43 @@ def test_quiet_streams_are_not_claimed_from_and_progress_is_one_round_of_pipelin
     reader.stop()
 
 
+def _all_calls(r: redis.Redis) -> int:
+    """Commands Redis has run, script-internal ones included (INFO itself not counted)."""
+    return sum(int(v["calls"]) for k, v in r.info("commandstats").items()
+               if k != "cmdstat_info")
+
+
+def test_quiet_triggers_cost_the_same_commands_whatever_the_quiet_streams(redis_server, names):
+    """Redis commands per quiet trigger do not grow with quiet streams: one XREAD over every
+    stream finds those with news; only they are probed. A stream that gets entries is found at
+    the next trigger; every stream is probed again within claimMinIdleMs."""
+    r = redis_server.client()
+    spent: dict[int, float] = {}
+    for n in (40, 400):
+        streams, _ = _many(r, f"{names['stream']}-{n}", n, 1)
+        reader = driver_reader(redis_server.url, ",".join(streams), names["group"],
+                               claimMinIdleMs="600000")
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, ReadAllAvailable())
+        reader.commit(end)
+        for _ in range(3):  # acks of the batch, the streams it touched probed once more
+            assert reader.latestOffset(end, ReadAllAvailable()) is end
+            reader.reportLatestOffset()
+        before = _all_calls(r)
+        for _ in range(5):
+            assert reader.latestOffset(end, ReadAllAvailable()) is end
+            report = reader.reportLatestOffset()
+        spent[n] = (_all_calls(r) - before) / 5
+        assert report[streams[-1]]["pending"] == 0 and report[streams[-1]]["lastDeliveredId"]
+        produce(r, streams[7], 3)
+        xinfo = _calls(r, "xinfo|groups")
+        nxt = reader.latestOffset(end, ReadAllAvailable())
+        assert BatchOffset.from_json(nxt).streams[streams[7]].count == 3
+        assert _calls(r, "xinfo|groups") - xinfo <= 2  # the stream with news, not all n
+        reader.stop()
+    assert spent[400] <= spent[40] + 1 and spent[40] <= 10, spent
+
+
 def test_the_lease_refuses_a_second_query_on_any_overlapping_stream(redis_server, names):
     from spark_eventbus.errors import ConfigError
     from spark_eventbus.keys import lease_key
