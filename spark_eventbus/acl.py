@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .keys import PREFIX, slot_tag
+from .keys import ALIVE, PREFIX, slot_tag
 
 # Every client: the RESP3 handshake, its name, health checks; scripts load on NOSCRIPT.
 _CONNECT = ("hello", "client|setname", "ping")
@@ -70,6 +70,8 @@ def key_patterns(role: str, streams: Iterable[str], dead_letter_stream: str | No
         patterns += sorted({f"{{{_glob_escape(slot_tag(k))}}}:{PREFIX}:*" for k in keys})
     if role == "sink":
         patterns.append(f"{{{PREFIX}:*}}:{PREFIX}:sink-registry")
+    if role in ("streaming-reader", "cli"):  # consumer leases' heartbeat (many streams)
+        patterns.append(f"{{{PREFIX}:*}}:{PREFIX}:{ALIVE}")
     return patterns
 
 

@@ -20,7 +20,7 @@ from .errors import ConfigError, DataLossError, EventBusConnectionError, EventBu
 from .ids import StreamId
 from .offsets import ClaimedRange, StreamBatch
 from .options import ReaderOptions
-from .planning import claim_chunk_size, share_budget, stream_grants
+from .planning import MANY_STREAMS, claim_chunk_size, share_budget, stream_grants
 from .redisio import (
     GROUP_GONE_FIX,
     ClaimResult,
@@ -37,8 +37,6 @@ RECLAIM_PAGE = 500
 # ... under maxBytesPerTrigger: XAUTOCLAIM cannot bound bytes, so a reclaim page may pass the
 # bound by up to this many entries (docs: the README's maxBytesPerTrigger).
 RECLAIM_PAGE_BYTES_BOUND = 10
-# From this many streams on, a probe asks only the streams that may have changed (Claimer.probe)
-WATCH_FROM_STREAMS = 32
 
 
 @dataclass
@@ -141,7 +139,7 @@ class Claimer:
         """Every stream's group state, for one planning round's :meth:`reclaim_all` and
         :meth:`claim_new` and for the progress report (one pipelined round trip per node).
 
-        From :data:`WATCH_FROM_STREAMS` streams on, a quiet stream costs nothing: one
+        From :data:`MANY_STREAMS` streams on, a quiet stream costs nothing: one
         ``XREAD COUNT 1`` over every stream this query has not changed since its last probe,
         from the group's last delivered ID then, names those with new entries, and only they
         (and the streams this query claimed, reclaimed or acked on) are probed; the others'
@@ -165,7 +163,7 @@ class Claimer:
     def _to_probe(self, names: list[str]) -> list[str]:
         o = self.options
         now = time.monotonic()
-        if not self.watch or len(names) < WATCH_FROM_STREAMS or \
+        if not self.watch or len(names) < MANY_STREAMS or \
                 (now - self.probed_all_at) * 1000 >= min(o.claim_min_idle_ms,
                                                          o.discovery_interval_ms):
             self.probed_all_at = now

@@ -7,6 +7,14 @@ to :data:`LEASE_TTL_MS` before deciding: a holder that was killed lets it expire
 renews it (the query is then refused, naming option ``consumer``). A driver restarted from the
 same checkpoint (same run) takes its lease over at once.
 
+A query over many streams (``planning.MANY_STREAMS`` or more, or a ``streamPattern``) would
+renew one lease per stream every few seconds. Its leases say so (``'<run> <owner> hb'``) and
+live long (:data:`LEASE_KEY_TTL_MS`, renewed rarely); whether it is alive is one heartbeat key
+per driver process (``keys.alive_key``), renewed every :data:`LEASE_RENEW_S` with the same
+TTL: a query that finds such a lease held reads the holder's heartbeat, and takes the lease
+over ('steal') only once it has expired. The per-query work then does not grow with streams.
+An ACL user that may not write the heartbeat key keeps one short lease per stream.
+
 The lease also fences claims: ``claim.lua`` and ``reclaim.lua`` run only while the lease still
 names this query (``lease_fence`` in ``lua/_lib.lua``). A query that could not renew for longer
 than the TTL (a stalled driver, a partition from Redis) and was taken over meanwhile claims
@@ -22,7 +30,7 @@ import uuid
 from collections.abc import Mapping
 
 from .errors import ConfigError, EventBusError
-from .redisio import ConsumerOps, consumer_taken_over, consumers
+from .redisio import ConnectionSpec, ConsumerOps, consumer_taken_over, consumers
 
 log = logging.getLogger("spark_eventbus")
 
@@ -30,16 +38,23 @@ log = logging.getLogger("spark_eventbus")
 # another checkpoint out for at most LEASE_TTL_MS.
 LEASE_TTL_MS = 15_000
 LEASE_RENEW_S = LEASE_TTL_MS / 3000
+# Heartbeat leases (many streams): the lease keys' own lifetime, renewed every quarter of it.
+LEASE_KEY_TTL_MS = 10 * 60_000
 
 
 class ConsumerLease:
     """The leases of one query's consumer on each of its streams (driver process)."""
 
-    def __init__(self, ops: Mapping[str, ConsumerOps], group: str, consumer: str) -> None:
+    def __init__(self, ops: Mapping[str, ConsumerOps], group: str, consumer: str,
+                 spec: ConnectionSpec, heartbeat: bool = False) -> None:
         self.ops = ops
+        self.spec = spec
         self.group = group
         self.consumer = consumer
         self.owner = uuid.uuid4().hex[:12]  # this driver process
+        # many streams: leases named '... hb', kept alive by one heartbeat key (module doc)
+        self.heartbeat = heartbeat
+        self._renewed_all = time.monotonic()
         self.run: str | None = None  # the run whose leases are held
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -52,12 +67,14 @@ class ConsumerLease:
             raise self._lost
         if self.run == run:
             return
-        self._take(dict(self.ops), run)
-        self.run = run
         if self._thread is None:
+            if self.heartbeat:
+                self._start_heartbeat()
             self._thread = threading.Thread(target=self._renew, name="eventbus-lease",
                                             daemon=True)
             self._thread.start()
+        self._take(dict(self.ops), run)
+        self.run = run
 
     def join(self, ops: list[ConsumerOps], run: str) -> None:
         """Streams that joined a pattern subscription: take their leases as :meth:`hold` does
@@ -69,13 +86,14 @@ class ConsumerLease:
         for op in ops:
             op.lease_token = ""
         try:
-            consumers.leases(ops, "release", run, self.owner, LEASE_TTL_MS)
+            consumers.leases(ops, "release", run, self.owner, self._ttl(), self.heartbeat)
         except EventBusError as exc:
             log.debug("spark-eventbus: could not release the consumer leases: %s", exc)
 
     def _take(self, ops: dict[str, ConsumerOps], run: str) -> None:
         # One pipelined acquire of every lease; only those another query holds are waited for.
-        first = consumers.leases(list(ops.values()), "acquire", run, self.owner, LEASE_TTL_MS)
+        first = consumers.leases(list(ops.values()), "acquire", run, self.owner, self._ttl(),
+                                 self.heartbeat)
         for (name, op), (status, holder, pttl) in zip(ops.items(), first, strict=True):
             if status == "held":
                 status, holder, _ = self._acquire(op, run, (status, holder, pttl))
@@ -95,34 +113,73 @@ class ConsumerLease:
                             "from an earlier driver of this checkpoint", self.consumer,
                             self.group, name)
         for op in ops.values():  # claims now run only while the lease is still ours
-            op.lease_token = f"{run} {self.owner}"
+            op.lease_token = f"{run} {self.owner}" + (" hb" if self.heartbeat else "")
+
+    def _ttl(self) -> int:
+        return LEASE_KEY_TTL_MS if self.heartbeat else LEASE_TTL_MS
+
+    def _start_heartbeat(self) -> None:
+        """Before the first lease: this process's heartbeat. A user whose ACL rule predates
+        it (no ``~{eventbus:*}:eventbus:alive``) keeps one short lease per stream instead."""
+        try:
+            consumers.heartbeat(self.spec, self.owner, LEASE_TTL_MS)
+        except ConfigError as exc:
+            self.heartbeat = False
+            log.warning("spark-eventbus: the Redis user may not write the consumer leases' "
+                        "heartbeat key, so each stream's lease is renewed every %.0f s (one "
+                        "command per stream); add ~{eventbus:*}:eventbus:alive to its ACL rule "
+                        "(eventbus acl-rule streaming-reader): %s", LEASE_RENEW_S, exc)
 
     def _acquire(self, op: ConsumerOps, run: str, first: tuple[str, str, int]
                  ) -> tuple[str, str, int]:
         """Take the lease (``first``: the first attempt's reply); while another query holds
-        it, wait up to its TTL: a holder that was killed lets it expire (then it is ours), a
-        live one renews it (then it stays 'held')."""
+        it, wait up to its TTL: a holder that was killed lets it (or its heartbeat) expire
+        (then it is ours), a live one renews it (then it stays 'held')."""
         status, holder, pttl = first
         deadline = time.monotonic() + LEASE_TTL_MS / 1000 + 1
+        last: int | None = None
+        watched = holder
         while status == "held" and time.monotonic() < deadline:
+            parts = holder.split(" ")
+            if holder != watched:
+                last, watched = None, holder
+            if len(parts) > 2 and parts[2] == "hb":  # alive while its heartbeat is
+                beat = consumers.heartbeat_ms(self.spec, parts[1])
+                if beat == -2:  # expired: the holder is gone, its lease is ours
+                    status, holder, pttl = op.lease("steal", run, self.owner, self._ttl(),
+                                                    self.heartbeat, holder)
+                    continue
+                if last is not None and beat > last + 500:
+                    break  # renewed: its holder is alive
+                last = beat
+                time.sleep(0.25)
+                continue
             time.sleep(0.25)
-            last = pttl
-            status, holder, pttl = op.lease("acquire", run, self.owner, LEASE_TTL_MS)
-            if status == "held" and pttl > last + 500:
+            before = pttl
+            status, holder, pttl = op.lease("acquire", run, self.owner, self._ttl(),
+                                            self.heartbeat)
+            if status == "held" and pttl > before + 500 and \
+                    not holder.endswith(" hb"):
                 break  # renewed: its holder is alive
         return status, holder, pttl
 
     def _renew(self) -> None:
         """Heartbeat: renew until :meth:`release`; record a takeover for :meth:`hold` to raise.
-        Redis errors are retried at the next beat (the lease outlives two missed beats)."""
+        Redis errors are retried at the next beat (the lease outlives two missed beats). With
+        a heartbeat key, the leases themselves are renewed every quarter of their lifetime."""
         while not self._stop.wait(LEASE_RENEW_S):
             run = self.run
-            if run is None:
-                continue
             ops = dict(self.ops)  # a snapshot: streams join and leave (streamPattern)
             try:  # one pipelined round trip per node, not one per stream
+                if self.heartbeat:
+                    consumers.heartbeat(self.spec, self.owner, LEASE_TTL_MS)
+                    if (time.monotonic() - self._renewed_all) * 4000 < LEASE_KEY_TTL_MS:
+                        continue
+                if run is None:
+                    continue
                 replies = consumers.leases(list(ops.values()), "renew", run, self.owner,
-                                           LEASE_TTL_MS)
+                                           self._ttl(), self.heartbeat)
+                self._renewed_all = time.monotonic()
             except EventBusError as exc:
                 log.debug("spark-eventbus: could not renew the consumer leases: %s", exc)
                 continue
@@ -143,6 +200,9 @@ class ConsumerLease:
 
     def _give_back_all(self, run: str) -> None:
         try:
-            consumers.leases(list(self.ops.values()), "release", run, self.owner, LEASE_TTL_MS)
+            consumers.leases(list(self.ops.values()), "release", run, self.owner,
+                             self._ttl(), self.heartbeat)
+            if self.heartbeat:
+                consumers.stop_heartbeat(self.spec, self.owner)
         except EventBusError as exc:
             log.debug("spark-eventbus: could not release the consumer leases: %s", exc)

@@ -46,7 +46,13 @@ from .offsets import BatchOffset, StreamBatch
 from .options import ReaderOptions
 from .partition_reader import read_slices
 from .partitions import ReadSpec, SlicePartition
-from .planning import first_claim_allowance, pack_partitions, preclaim_allowance, should_wait
+from .planning import (
+    MANY_STREAMS,
+    first_claim_allowance,
+    pack_partitions,
+    preclaim_allowance,
+    should_wait,
+)
 from .prefetch import Prefetcher
 from .redisio import (
     Barrier,
@@ -110,7 +116,9 @@ class _Driver:
         self.discovered_at = time.monotonic()
         names = opts.streams if opts.stream_pattern is None else self._discover()
         self._join(names)
-        self.lease = ConsumerLease(self.ops, opts.group, opts.consumer_name)
+        self.lease = ConsumerLease(self.ops, opts.group, opts.consumer_name, opts.connection,
+                                   heartbeat=opts.stream_pattern is not None
+                                   or len(self.ops) >= MANY_STREAMS)
         self.prefetch = Prefetcher("eventbus-preclaim")
         self.claims = ClaimState()
         self.metrics = SourceMetrics()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..errors import ConfigError, EventBusError
-from ..keys import lease_key
+from ..keys import alive_key, lease_key
 from ..losses import LossRecord
 from .base import Redis
 from .boundary import redis_errors
@@ -49,8 +49,13 @@ def live_leases(r: Redis, stream: str, group: str) -> list[LiveLease]:
     for name in sorted(names):
         key = lease_key(stream, group, name)
         holder = r.get(key)
-        if holder:
-            out.append(LiveLease(name, text(holder).split(" ")[0], int(r.pttl(key))))
+        if not holder:
+            continue
+        parts = text(holder).split(" ")
+        # a query over many streams: alive while its driver's heartbeat is (lua/lease.lua)
+        left = int(r.pttl(alive_key(parts[1]) if parts[2:] == ["hb"] else key))
+        if left > 0:
+            out.append(LiveLease(name, parts[0], left))
     return out
 
 

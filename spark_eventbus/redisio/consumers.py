@@ -18,7 +18,7 @@ from redis.crc import key_slot
 
 from ..errors import EventBusConnectionError
 from ..ids import StreamId
-from ..keys import PREFIX, loss_key
+from ..keys import PREFIX, alive_key, loss_key
 from ..offsets import ClaimedRange, StreamBatch
 from .base import ResponseError
 from .boundary import redis_errors
@@ -246,15 +246,33 @@ def drop_plans(ops: Sequence[ConsumerOps], fields: Sequence[Sequence[str]]) -> N
         _checked(pipeline(todo[0][0].redis, [("HDEL", op.plan_key, *f) for op, f in todo]))
 
 
-def leases(ops: Sequence[ConsumerOps], mode: str, run: str, owner: str, ttl_ms: int
-           ) -> list[tuple[str, str, int]]:
+def leases(ops: Sequence[ConsumerOps], mode: str, run: str, owner: str, ttl_ms: int,
+           heartbeat: bool = False) -> list[tuple[str, str, int]]:
     """``ConsumerOps.lease`` on every stream, pipelined per node."""
     if not ops:
         return []
     with redis_errors(f"checking the consumer leases ({_where(ops)})", ops[0].spec):
         replies = run_scripts(ops[0].redis, "lease", [
-            ([op.lease_key], [mode, run, owner, ttl_ms]) for op in ops])
+            ([op.lease_key], [mode, run, owner, ttl_ms, "hb" if heartbeat else ""])
+            for op in ops])
     return [(text(status), text(holder), int(pttl)) for status, holder, pttl in replies]
+
+
+def heartbeat(spec: ConnectionSpec, owner: str, ttl_ms: int) -> None:
+    """Driver process ``owner`` is alive for ``ttl_ms`` more (``keys.alive_key``)."""
+    with redis_errors("renewing the consumer leases' heartbeat", spec):
+        client(spec).set(alive_key(owner), "1", px=ttl_ms)
+
+
+def heartbeat_ms(spec: ConnectionSpec, owner: str) -> int:
+    """How long driver process ``owner``'s heartbeat has left (-2: it has none: dead)."""
+    with redis_errors("reading a consumer lease's heartbeat", spec):
+        return int(client(spec).pttl(alive_key(owner)))
+
+
+def stop_heartbeat(spec: ConnectionSpec, owner: str) -> None:
+    with redis_errors("removing the consumer leases' heartbeat", spec):
+        client(spec).delete(alive_key(owner))
 
 
 def ensure_groups(ops: Sequence[ConsumerOps], starting_position: str) -> list[bool]:

@@ -192,15 +192,19 @@ class ConsumerOps:
 
     # -- consumer lease ------------------------------------------------------------------------
 
-    def lease(self, mode: str, run: str, owner: str, ttl_ms: int) -> tuple[str, str, int]:
-        """Acquire, renew or release this consumer's lease (``lua/lease.lua``).
+    def lease(self, mode: str, run: str, owner: str, ttl_ms: int, heartbeat: bool = False,
+              expected: str = "") -> tuple[str, str, int]:
+        """Acquire, renew, release or steal (``expected``: the holder whose heartbeat expired)
+        this consumer's lease (``lua/lease.lua``).
 
         Returns (status, holder, holder's remaining ms): status ``ok``, ``takeover``, ``held``
-        or ``lost``; holder is ``'<run> <owner>'`` of the query that has it.
+        or ``lost``; holder is ``'<run> <owner>'`` (``' hb'`` after it: a heartbeat lease) of
+        the query that has it.
         """
         with self._errors("checking the consumer lease"):
             status, holder, pttl = run_script(self.redis, "lease", [self.lease_key],
-                                              [mode, run, owner, ttl_ms])
+                                              [mode, run, owner, ttl_ms,
+                                               "hb" if heartbeat else "", expected])
         return text(status), text(holder), int(pttl)
 
     # -- claim plan ----------------------------------------------------------------------------

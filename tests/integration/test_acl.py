@@ -155,19 +155,27 @@ def test_a_missing_command_fails_at_query_start_naming_it(spark, redis_server, t
     assert "pw@" not in text
 
 
-def test_a_many_streams_rule_without_xread_still_reads_every_entry(redis_server):
-    """A streaming-reader rule made before the reader used XREAD (for news of many streams
-    at once): the reader warns and asks each stream instead; nothing is missed."""
-    from spark_eventbus.claimer import WATCH_FROM_STREAMS
+def test_a_many_streams_rule_from_before_xread_and_heartbeat_still_reads_every_entry(
+        redis_server):
+    """A streaming-reader rule made before the reader used XREAD (news of many streams at
+    once) and a heartbeat key (the leases of many streams): the reader warns, asks each stream
+    and renews each lease instead; nothing is missed."""
+    from spark_eventbus.keys import lease_key
     from spark_eventbus.offsets import BatchOffset
+    from spark_eventbus.planning import MANY_STREAMS
     from tests.integration.helpers import driver_reader
 
     r = redis_server.client()
     stream, _ = _names()
-    streams = [f"{stream}-{i}" for i in range(WATCH_FROM_STREAMS + 2)]
+    streams = [f"{stream}-{i}" for i in range(MANY_STREAMS + 2)]
     for s in streams:
         produce(r, s, 2)
-    url = _user(r, redis_server, "streaming-reader", streams, drop="+xread")
+    name = f"u{uuid.uuid4().hex[:8]}"  # nor the consumer leases' heartbeat key
+    tokens = [t for t in rule("streaming-reader", streams).split()
+              if t not in ("+xread", "~{eventbus:*}:eventbus:alive")]
+    assert len(tokens) == len(rule("streaming-reader", streams).split()) - 2
+    r.execute_command("ACL", "SETUSER", name, "on", ">pw", *tokens)
+    url = f"redis://{name}:pw@127.0.0.1:{redis_server.port}/0"
     reader = driver_reader(url, ",".join(streams), "g", claimMinIdleMs="600000")
     start = reader.initialOffset()
     end = reader.latestOffset(start, ReadAllAvailable())
@@ -178,6 +186,8 @@ def test_a_many_streams_rule_without_xread_still_reads_every_entry(redis_server)
     nxt = BatchOffset.from_json(reader.latestOffset(end, ReadAllAvailable()))
     assert list(nxt.streams) == [streams[5]] and nxt.streams[streams[5]].count == 3
     assert reader.driver.claimer.watch is False
+    assert reader.driver.lease.heartbeat is False  # a short lease per stream, as before
+    assert 0 < r.pttl(lease_key(streams[0], "g", "spark-g")) <= 15_000
     reader.stop()
 
 

@@ -193,25 +193,43 @@ def test_quiet_triggers_cost_the_same_commands_whatever_the_quiet_streams(redis_
     assert spent[400] <= spent[40] + 1 and spent[40] <= 10, spent
 
 
-def test_the_lease_refuses_a_second_query_on_any_overlapping_stream(redis_server, names):
+@pytest.mark.parametrize(("held", "wanted"), [(3, 2), (40, 2), (3, 40)],
+                         ids=["short-leases", "heartbeat-holder", "heartbeat-successor"])
+def test_the_lease_refuses_a_second_query_on_any_overlapping_stream(redis_server, names, held,
+                                                                     wanted):
+    """A live query's leases refuse a second query on any overlapping stream, and a killed
+    one's let it in once they (or, over many streams, its driver's heartbeat) expire, whichever
+    kind of lease either query keeps (planning.MANY_STREAMS)."""
     from spark_eventbus.errors import ConfigError
     from spark_eventbus.keys import lease_key
+    from spark_eventbus.redisio.admin import live_leases
     from tests.integration.test_key_layout import _holder, _kill
 
     r = redis_server.client()
-    streams, _ = _many(r, names["stream"], 4, 2)
+    streams, _ = _many(r, names["stream"], held + wanted - 1, 1)
     group = names["group"]
-    proc, run = _holder(redis_server.url, ",".join(streams[:3]), group)
-    try:
-        other = driver_reader(redis_server.url, ",".join([streams[3], streams[2]]), group)
+    mine = streams[held - 1:]  # one stream shared with the holder
+    proc, run = _holder(redis_server.url, ",".join(streams[:held]), group)
+    try:  # the CLI (`eventbus group seek` refuses) sees it live too
+        assert [x.consumer for x in live_leases(r, streams[held - 1], group)] == [
+            f"spark-{group}"]
+        other = driver_reader(redis_server.url, ",".join(mine[1:] + mine[:1]), group)
         with pytest.raises(ConfigError, match="option 'consumer'") as err:
             other.initialOffset()
-        assert repr(streams[2]) in str(err.value) and run in str(err.value)
-        # what its pipelined acquire took is given back: the free stream is not held
-        assert r.exists(lease_key(streams[3], group, f"spark-{group}")) == 0
+        assert repr(streams[held - 1]) in str(err.value) and run in str(err.value)
+        # what its pipelined acquire took is given back: the free streams are not held
+        assert r.exists(*(lease_key(s, group, f"spark-{group}") for s in mine[1:])) == 0
         other.stop()
     finally:
         _kill(proc)
+    shared = lease_key(streams[held - 1], group, f"spark-{group}")
+    assert r.get(shared).decode().split(" ")[0] == run  # the killed holder's lease is there
+    successor = driver_reader(redis_server.url, ",".join(mine), group)
+    successor.initialOffset()  # ... until it (or its heartbeat) expires
+    assert r.get(shared).decode().split(" ")[1] == successor.driver.lease.owner
+    assert successor.driver.lease.heartbeat == (wanted >= 32)
+    successor.stop()
+    assert r.exists(shared) == 0 and live_leases(r, streams[held - 1], group) == []
 
 
 def test_a_pattern_subscription_picks_up_new_streams_and_drops_deleted_ones(redis_server,
