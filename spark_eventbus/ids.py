@@ -7,6 +7,7 @@ integer pair ``(ms, seq)``, never as strings ("9-0" < "10-0" is False as text).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import ClassVar
 
 from .errors import ConfigError
@@ -33,11 +34,8 @@ class StreamId:
         """Parse ``"ms-seq"`` or ``"ms"`` (seq 0). Raises :class:`ConfigError` naming ``what``."""
         if isinstance(text, bytes):
             text = text.decode("ascii", "replace")
-        ms_text, sep, seq_text = text.strip().partition("-")
         try:
-            if not ms_text.isdigit() or (sep and not seq_text.isdigit()):
-                raise ValueError(text)
-            return cls(int(ms_text), int(seq_text) if sep else 0)
+            return _parsed(text)
         except ValueError:
             raise ConfigError(
                 f"{what} {text!r} is not a stream ID; use '<milliseconds>-<sequence>', "
@@ -64,3 +62,13 @@ class StreamId:
 
 StreamId.MIN = StreamId(0, 0)
 StreamId.MAX = StreamId(_MAX, _MAX)
+
+
+@lru_cache(maxsize=1 << 16)
+def _parsed(text: str) -> StreamId:
+    """:meth:`StreamId.parse` without the error text; cached (IDs are immutable, and a query
+    over thousands of streams compares the same few IDs per stream again and again)."""
+    ms_text, sep, seq_text = text.strip().partition("-")
+    if not ms_text.isdigit() or (sep and not seq_text.isdigit()):
+        raise ValueError(text)
+    return StreamId(int(ms_text), int(seq_text) if sep else 0)

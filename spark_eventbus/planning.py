@@ -176,8 +176,8 @@ def pack_partitions(streams: Mapping[str, StreamBatch], num_partitions: int
             by_stream.setdefault(name, ([], []))[1].append(entry)
         if by_stream:
             out.append(tuple(
-                Slice(name, tuple(sorted(cs, key=lambda c: StreamId.parse(c.first))),
-                      tuple(rs))
+                Slice(name, tuple(cs) if len(cs) == 1 else
+                      tuple(sorted(cs, key=lambda c: StreamId.parse(c.first))), tuple(rs))
                 for name, (cs, rs) in sorted(by_stream.items())))
     return out
 

@@ -20,6 +20,9 @@ from .pipelines import pipeline
 
 _scripts: dict[str, Script] = {}
 _lock = threading.Lock()
+# (id of a client, script name) run through that client once: its server knew the script then
+# (a restarted server or a failover brings NOSCRIPT back: run_scripts loads it again)
+_loaded: set[tuple[int, str]] = set()
 
 
 @cache
@@ -85,6 +88,12 @@ def run_scripts(r: Redis, name: str, calls: Sequence[tuple[Sequence[Any], Sequen
     Any other error reply is raised (the first, in call order)."""
     replies: list[Any] = [None] * len(calls)
     todo = list(range(len(calls)))
+    known = (id(r), name)
+    if len(calls) > 1 and known not in _loaded:
+        # Not yet run through this client: the first call alone loads the script, so that
+        # thousands of calls do not come back NOSCRIPT to be sent again
+        replies[0] = run_script(r, name, *calls[0])
+        todo = todo[1:]
     for attempt in range(2):
         if not todo:
             break
@@ -99,6 +108,7 @@ def run_scripts(r: Redis, name: str, calls: Sequence[tuple[Sequence[Any], Sequen
             todo = todo[1:]
     for i in todo:
         replies[i] = run_script(r, name, *calls[i])
+    _loaded.add(known)
     for reply in replies:
         if isinstance(reply, Exception):
             raise reply
