@@ -68,6 +68,9 @@ log = logging.getLogger("spark_eventbus")
 # Spark's driver-side process for a Python streaming source; the JVM ends it with SIGTERM.
 _RUNNER = "python_streaming_source_runner.py"
 
+# trimAcked over many streams: every stream is trimmed every this many trims (the others, only
+# the streams the query acked since the last one)
+TRIM_ALL_EVERY = 10
 
 @dataclass
 class ClaimState:
@@ -83,6 +86,8 @@ class ClaimState:
     # when latestOffset last returned a new batch (or the driver started): maxTriggerDelay
     last_batch_at: float = field(default_factory=time.monotonic)
     last_trim_at: float = 0.0  # trimAcked: when the streams were last trimmed
+    trims: int = 0  # ... how many times
+    acked_since_trim: set[str] = field(default_factory=set)  # ... streams acked since
     # The last batch whose plans a driver before this one can have written: its first batch
     # and the pre-claim of the next (one live driver per consumer: the lease). Plans of later
     # batches are only where this process's claims wrote (Claimer.written), so a quiet stream
@@ -449,6 +454,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                        if int(field_) < committed.seq and plan.get("run") == committed.run]
             consumers.ack_many(earlier)
             d.claimer.touched(op.stream for op, _ in earlier)
+            d.claims.acked_since_trim.update(op.stream for op, _ in earlier)
         self._ack(committed)
         consumers.drop_plans(ops, [list(plans[name]) for name in names])
         d.claimer.forget_written(committed.run, committed.seq)
@@ -461,6 +467,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         consumers.ack_many([(self.ops[name], batch) for name, batch in offset.streams.items()
                             if name in self.ops])
         self.driver.claimer.touched(offset.streams)
+        claims.acked_since_trim.update(offset.streams)
         claims.acked_seq = offset.seq
 
     def _trim_acked(self) -> None:
@@ -472,8 +479,14 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not o.trim_acked or (now - claims.last_trim_at) * 1000 < o.trim_interval_ms:
             return
         claims.last_trim_at = now
-        for op in self.ops.values():
-            op.trim_acked()
+        # Over many streams, the streams this query acked since the last trim, and every
+        # stream every TRIM_ALL_EVERY-th time (another group's acks can free entries too).
+        acked, claims.acked_since_trim = claims.acked_since_trim, set()
+        everything = len(self.ops) < MANY_STREAMS or claims.trims % TRIM_ALL_EVERY == 0
+        claims.trims += 1
+        for name, op in list(self.ops.items()):
+            if everything or name in acked:
+                op.trim_acked()
 
     # -- the prefetcher: ack and pre-claim while Spark runs the batch --------------------------
 
