@@ -27,7 +27,9 @@ from .redisio import (
     ConsumerOps,
     GroupStats,
     ReclaimResult,
+    client,
     consumers,
+    is_cluster,
 )
 
 log = logging.getLogger("spark_eventbus")
@@ -87,7 +89,9 @@ class Claimer:
         self.dirty: set[str] = set()
         self.probed_all_at = float("-inf")
         self.watch = True
+        self.cluster = is_cluster(client(options.connection))
         self._probing = threading.Lock()  # the pre-claim thread and the progress report
+        self._marks = threading.Lock()  # dirty: the pre-claim thread, acks and probes
 
     def _writes(self, run: str, seq: int, names: Iterable[str]) -> None:
         self.wrote.setdefault((run, seq), set()).update(names)
@@ -135,54 +139,66 @@ class Claimer:
         self.reclaim_done.clear()
         self.reclaim_cursor.clear()
 
-    def probe(self) -> list[consumers.Probe]:
+    def probe(self, planning: bool = True) -> list[consumers.Probe]:
         """Every stream's group state, for one planning round's :meth:`reclaim_all` and
-        :meth:`claim_new` and for the progress report (one pipelined round trip per node).
+        :meth:`claim_new` (``planning``) and for the progress report (one pipelined round trip
+        per node).
 
-        From :data:`MANY_STREAMS` streams on, a quiet stream costs nothing: one
-        ``XREAD COUNT 1`` over every stream this query has not changed since its last probe,
-        from the group's last delivered ID then, names those with new entries, and only they
-        (and the streams this query claimed, reclaimed or acked on) are probed; the others'
-        last probe stands. Every stream is probed at least every ``claimMinIdleMs`` or
+        On a single node, from :data:`MANY_STREAMS` streams on, a quiet stream costs nothing:
+        one ``XREAD COUNT 1`` over every stream this query has not changed since its last
+        probe, from the group's last delivered ID then, names those with new entries, and only
+        they (and the streams this query claimed, reclaimed or acked on) are probed; the
+        others' last probe stands. Every stream is probed at least every ``claimMinIdleMs`` or
         ``discoveryIntervalMs``, whichever is shorter: what only that shows (entries of
-        another consumer turning idle, entries trimmed or a group destroyed on a stream that
-        got nothing new) is seen within that time."""
+        another consumer turning idle, entries trimmed or a group destroyed or moved on a
+        stream that got nothing new) is seen within that time. (On Redis Cluster a multi-key
+        ``XREAD`` needs one slot, and redis-py resolves the keys of each with a round trip of
+        its own: every stream is probed, pipelined per node.)"""
         with self._probing:
             names = list(self.ops)
-            ask = self._to_probe(names)
-            fresh = consumers.probe([self.ops[n] for n in ask])
+            before = self.probed_all_at
+            with self._marks:
+                dirty, self.dirty = self.dirty, set()  # marks made meanwhile: the next probe
+            try:
+                ask = self._to_probe(names, dirty)
+                fresh = consumers.probe([self.ops[n] for n in ask])
+            except BaseException:
+                self.probed_all_at = before
+                with self._marks:
+                    self.dirty |= dirty
+                raise
             for name, p in zip(ask, fresh, strict=True):
                 self.probed[name] = p
-                if p.group:
+                # What a deleted stream took unread (deleted()) is counted from the planning
+                # probes only: a progress probe may run while the pre-claim claims
+                if planning and p.group:
                     self.seen[name] = (p.stats().lag if p.has_new else 0, p.last_generated,
                                        (p.consumers or 0) > 1)
                     self.claimed_since.pop(name, None)
                     self.claimed_to.pop(name, None)
             return [self.probed[n] for n in names]
 
-    def _to_probe(self, names: list[str]) -> list[str]:
+    def _to_probe(self, names: list[str], dirty: set[str]) -> list[str]:
+        """The streams :meth:`probe` asks: every one, or those that may have changed."""
         o = self.options
         now = time.monotonic()
-        if not self.watch or len(names) < MANY_STREAMS or \
+        if not self.watch or len(names) < MANY_STREAMS or self.cluster or \
                 (now - self.probed_all_at) * 1000 >= min(o.claim_min_idle_ms,
                                                          o.discovery_interval_ms):
             self.probed_all_at = now
-            self.dirty.clear()
             return names
-        dirty, self.dirty = self.dirty, set()  # marks made while probing stay for the next
         clean = [n for n in names if n not in dirty and (p := self.probed.get(n)) is not None
                  and p.group and p.last_delivered is not None]
         try:
             news = consumers.news([self.ops[n] for n in clean],
-                                  [self.probed[n].last_delivered or "0-0" for n in clean])
+                                  [str(self.probed[n].last_delivered) for n in clean])
         except EventBusConnectionError:
-            self.dirty |= dirty
             raise
         except ConfigError as exc:  # NOPERM: an ACL rule made before the reader used XREAD
             self.watch = False
             log.warning("spark-eventbus: the Redis user may not run XREAD, so every trigger "
                         "asks each stream's group for news (one command per stream); add "
-                        "+xread to its ACL rule (eventbus acl streaming-reader): %s", exc)
+                        "+xread to its ACL rule (eventbus acl-rule streaming-reader): %s", exc)
             return names
         except EventBusError as exc:  # e.g. WRONGTYPE: a key replaced; every stream looks
             log.debug("spark-eventbus: looking for news failed, probing every stream: %s", exc)
@@ -192,20 +208,21 @@ class Claimer:
 
     def touched(self, names: Iterable[str]) -> None:
         """This query changed these streams' groups (acks): the next probe asks them."""
-        self.dirty.update(names)
+        with self._marks:
+            self.dirty.update(names)
 
     def stats(self) -> list[GroupStats]:
         """Progress of every stream (:meth:`probe`); unknowns when Redis stays unreachable
         past the client's retries (progress never fails a query)."""
         try:
-            return [p.stats() for p in self.probe()]
+            return [p.stats() for p in self.probe(planning=False)]
         except EventBusConnectionError as exc:
             log.warning("spark-eventbus: progress shows unknowns: %s", exc)
             return [GroupStats(None, None, None) for _ in self.ops]
 
     def _took(self, name: str, claimed: int, reclaimed: int, last: str | None = None) -> None:
         if claimed or reclaimed:
-            self.dirty.add(name)
+            self.touched([name])
         if claimed:
             self.claimed_since[name] = self.claimed_since.get(name, 0) + claimed
         if last is not None:
@@ -389,6 +406,8 @@ class Claimer:
     def _claimed(self, name: str, res: ClaimResult, run: str, seq: int) -> bool:
         """A claim's outcome: losses reported, a destroyed group raised, the chunk counted.
         False when nothing was claimed."""
+        if res.lost_after or res.status == "nogroup":
+            self.touched([name])
         if res.lost_after:
             self._report_loss(name, res)
         if res.status == "nogroup":
@@ -459,7 +478,7 @@ class Claimer:
                 for i, n in res.poison])
         self.metrics.dead_lettered += dead
         if dead or res.deleted:
-            self.dirty.add(name)
+            self.touched([name])
         if dead:
             log.warning("spark-eventbus: moved %d entries of stream %r delivered more than "
                         "%d times to %r", dead, name, o.max_deliveries, o.dead_letter_stream)

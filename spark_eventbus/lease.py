@@ -10,10 +10,12 @@ same checkpoint (same run) takes its lease over at once.
 A query over many streams (``planning.MANY_STREAMS`` or more, or a ``streamPattern``) would
 renew one lease per stream every few seconds. Its leases say so (``'<run> <owner> hb'``) and
 live long (:data:`LEASE_KEY_TTL_MS`, renewed rarely); whether it is alive is one heartbeat key
-per driver process (``keys.alive_key``), renewed every :data:`LEASE_RENEW_S` with the same
-TTL: a query that finds such a lease held reads the holder's heartbeat, and takes the lease
+per query (``keys.alive_key`` of its ``owner``), renewed every :data:`LEASE_RENEW_S` with the
+same TTL: a query that finds such a lease held reads the holder's heartbeat, and takes the lease
 over ('steal') only once it has expired. The per-query work then does not grow with streams.
-An ACL user that may not write the heartbeat key keeps one short lease per stream.
+A query whose own heartbeat had expired when it renewed it (a stalled driver) renews every lease
+at once, so it notices a takeover as a query with short leases would. An ACL user that may not
+write the heartbeat key keeps one short lease per stream.
 
 The lease also fences claims: ``claim.lua`` and ``reclaim.lua`` run only while the lease still
 names this query (``lease_fence`` in ``lua/_lib.lua``). A query that could not renew for longer
@@ -51,7 +53,7 @@ class ConsumerLease:
         self.spec = spec
         self.group = group
         self.consumer = consumer
-        self.owner = uuid.uuid4().hex[:12]  # this driver process
+        self.owner = uuid.uuid4().hex[:12]  # this query's driver (one per ConsumerLease)
         # many streams: leases named '... hb', kept alive by one heartbeat key (module doc)
         self.heartbeat = heartbeat
         self._renewed_all = time.monotonic()
@@ -106,17 +108,25 @@ class ConsumerLease:
                     f"{name!r} is in use by another running query (checkpoint run "
                     f"{holder.split(' ')[0]}); two live queries with one consumer would share "
                     "its pending entries and claim plan. Give each concurrent query its own "
-                    ".option('consumer', …), or stop the other query. (It renewed its lease "
-                    f"while this query waited {LEASE_TTL_MS // 1000} s for it: it is alive.)")
+                    ".option('consumer', …), or stop the other query. (It renewed its lease, "
+                    "or its heartbeat, while this query waited up to "
+                    f"{self._wait_s():.0f} s for it: it is alive.)")
             if status == "takeover":
                 log.warning("spark-eventbus: taking over consumer %r of group %r on stream %r "
                             "from an earlier driver of this checkpoint", self.consumer,
                             self.group, name)
         for op in ops.values():  # claims now run only while the lease is still ours
             op.lease_token = f"{run} {self.owner}" + (" hb" if self.heartbeat else "")
+        self._renewed_all = time.monotonic()
 
     def _ttl(self) -> int:
         return LEASE_KEY_TTL_MS if self.heartbeat else LEASE_TTL_MS
+
+    @staticmethod
+    def _wait_s() -> float:
+        """How long a held lease is waited for: its TTL and a beat (a holder killed just
+        after it renewed lets it expire within that)."""
+        return LEASE_TTL_MS / 1000 + LEASE_RENEW_S
 
     def _start_heartbeat(self) -> None:
         """Before the first lease: this process's heartbeat. A user whose ACL rule predates
@@ -136,7 +146,7 @@ class ConsumerLease:
         it, wait up to its TTL: a holder that was killed lets it (or its heartbeat) expire
         (then it is ours), a live one renews it (then it stays 'held')."""
         status, holder, pttl = first
-        deadline = time.monotonic() + LEASE_TTL_MS / 1000 + 1
+        deadline = time.monotonic() + self._wait_s()
         last: int | None = None
         watched = holder
         while status == "held" and time.monotonic() < deadline:
@@ -144,7 +154,16 @@ class ConsumerLease:
             if holder != watched:
                 last, watched = None, holder
             if len(parts) > 2 and parts[2] == "hb":  # alive while its heartbeat is
-                beat = consumers.heartbeat_ms(self.spec, parts[1])
+                try:
+                    beat = consumers.heartbeat_ms(self.spec, parts[1])
+                except ConfigError as exc:  # NOPERM: a rule without the heartbeat pattern
+                    raise ConfigError(
+                        f"stream {op.stream!r}: option 'consumer' = {self.consumer!r} of group "
+                        f"{self.group!r} is held by a query over many streams (checkpoint run "
+                        f"{parts[0]}), which is alive while its heartbeat key is, and this "
+                        "Redis user may not read that key: add ~{eventbus:*}:eventbus:alive "
+                        "to its ACL rule (eventbus acl-rule streaming-reader), or give this "
+                        f"query its own .option('consumer', …). ({exc})") from exc
                 if beat == -2:  # expired: the holder is gone, its lease is ours
                     status, holder, pttl = op.lease("steal", run, self.owner, self._ttl(),
                                                     self.heartbeat, holder)
@@ -172,8 +191,11 @@ class ConsumerLease:
             ops = dict(self.ops)  # a snapshot: streams join and leave (streamPattern)
             try:  # one pipelined round trip per node, not one per stream
                 if self.heartbeat:
-                    consumers.heartbeat(self.spec, self.owner, LEASE_TTL_MS)
-                    if (time.monotonic() - self._renewed_all) * 4000 < LEASE_KEY_TTL_MS:
+                    # a heartbeat that had expired (a stalled driver): another query may have
+                    # taken the leases over; renew them all now to find out
+                    lapsed = not consumers.heartbeat(self.spec, self.owner, LEASE_TTL_MS)
+                    if not lapsed and \
+                            (time.monotonic() - self._renewed_all) * 4000 < LEASE_KEY_TTL_MS:
                         continue
                 if run is None:
                     continue

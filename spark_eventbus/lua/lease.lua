@@ -14,7 +14,8 @@
 -- the holder whose heartbeat has expired
 -- Returns {status, holder, pttl}: status 'ok', 'takeover' (a dead or stale driver of the same
 -- run held it), 'held' (another query holds it: holder and its remaining ms), 'lost' (renew:
--- another query has taken it).
+-- another query has taken it). A 'steal' whose holder has changed meanwhile answers as
+-- 'acquire' does.
 local key, mode, run, owner, ttl = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local mine = run .. ' ' .. owner
 if ARGV[5] == 'hb' then mine = mine .. ' hb' end

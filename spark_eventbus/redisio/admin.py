@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from redis.exceptions import NoPermissionError
+
 from ..errors import ConfigError, EventBusError
 from ..keys import alive_key, lease_key
 from ..losses import LossRecord
@@ -30,7 +32,7 @@ _T = TypeVar("_T")
 class LiveLease:
     consumer: str
     run: str  # the checkpoint run of the query holding it
-    expires_ms: int
+    expires_ms: int | None  # None: unknown (a heartbeat this user may not read)
 
 
 def group_names(r: Redis, stream: str) -> list[str]:
@@ -52,8 +54,13 @@ def live_leases(r: Redis, stream: str, group: str) -> list[LiveLease]:
         if not holder:
             continue
         parts = text(holder).split(" ")
-        # a query over many streams: alive while its driver's heartbeat is (lua/lease.lua)
-        left = int(r.pttl(alive_key(parts[1]) if parts[2:] == ["hb"] else key))
+        # a query over many streams: alive while its heartbeat is (lua/lease.lua); a user
+        # that may not read the heartbeat key takes it as alive (seek refuses; --force)
+        try:
+            left = int(r.pttl(alive_key(parts[1]) if parts[2:] == ["hb"] else key))
+        except NoPermissionError:
+            out.append(LiveLease(name, parts[0], None))
+            continue
         if left > 0:
             out.append(LiveLease(name, parts[0], left))
     return out

@@ -258,14 +258,15 @@ def leases(ops: Sequence[ConsumerOps], mode: str, run: str, owner: str, ttl_ms: 
     return [(text(status), text(holder), int(pttl)) for status, holder, pttl in replies]
 
 
-def heartbeat(spec: ConnectionSpec, owner: str, ttl_ms: int) -> None:
-    """Driver process ``owner`` is alive for ``ttl_ms`` more (``keys.alive_key``)."""
+def heartbeat(spec: ConnectionSpec, owner: str, ttl_ms: int) -> bool:
+    """Query ``owner`` is alive for ``ttl_ms`` more (``keys.alive_key``). False: its heartbeat
+    had expired (another query may have taken its leases over meanwhile)."""
     with redis_errors("renewing the consumer leases' heartbeat", spec):
-        client(spec).set(alive_key(owner), "1", px=ttl_ms)
+        return client(spec).set(alive_key(owner), "1", px=ttl_ms, get=True) is not None
 
 
 def heartbeat_ms(spec: ConnectionSpec, owner: str) -> int:
-    """How long driver process ``owner``'s heartbeat has left (-2: it has none: dead)."""
+    """How long query ``owner``'s heartbeat has left (-2: it has none: dead)."""
     with redis_errors("reading a consumer lease's heartbeat", spec):
         return int(client(spec).pttl(alive_key(owner)))
 

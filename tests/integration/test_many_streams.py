@@ -22,6 +22,7 @@ from tests.integration.helpers import (
     produce,
     run_available_now,
     stream_df,
+    wait_for,
 )
 
 pytestmark = pytest.mark.integration
@@ -191,6 +192,53 @@ def test_quiet_triggers_cost_the_same_commands_whatever_the_quiet_streams(redis_
         assert _calls(r, "xinfo|groups") - xinfo <= 2  # the stream with news, not all n
         reader.stop()
     assert spent[400] <= spent[40] + 1 and spent[40] <= 10, spent
+
+
+def test_a_quiet_streams_loss_without_news_is_seen_within_claim_min_idle(redis_server, names):
+    """What XREAD cannot see (entries added and trimmed away before the group read them: no
+    new entry left) is seen by the full probe every claimMinIdleMs."""
+    r = redis_server.client()
+    streams, _ = _many(r, names["stream"], 40, 1)
+    reader = driver_reader(redis_server.url, ",".join(streams), names["group"],
+                           claimMinIdleMs="1500", failOnDataLoss="false")
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    reader.commit(end)
+    for _ in range(2):
+        assert reader.latestOffset(end, ReadAllAvailable()) is end
+    last = produce(r, streams[3], 4, start=100)[-1]
+    r.xtrim(streams[3], minid=f"{int(last.split('-')[0]) + 1}-0")  # all 4 gone, unread
+
+    def reported() -> bool:
+        assert reader.latestOffset(end, ReadAllAvailable()) is end
+        return reader.reportLatestOffset()["_eventbus"]["lostEntries"] == 4
+    wait_for(reported, 30, "the loss on a quiet stream to be reported")
+    reader.stop()
+
+
+def test_a_query_whose_heartbeat_lapsed_finds_a_takeover_at_its_next_beat(
+        redis_server, names, monkeypatch):
+    """A stalled query over many streams whose heartbeat expired, and whose lease another
+    query took meanwhile, finds out at its next beat (it renews every lease at once), not at
+    the leases' own renewal minutes later."""
+    import spark_eventbus.lease as lease_mod
+    from spark_eventbus.errors import ConfigError
+    from spark_eventbus.keys import alive_key, lease_key
+
+    monkeypatch.setattr(lease_mod, "LEASE_RENEW_S", 0.3)
+    r = redis_server.client()
+    streams, _ = _many(r, names["stream"], 40, 1)
+    group = names["group"]
+    reader = driver_reader(redis_server.url, ",".join(streams), group)
+    start = reader.initialOffset()
+    lease = reader.driver.lease
+    assert lease.heartbeat and r.pttl(lease_key(streams[9], group, f"spark-{group}")) > 60_000
+    r.delete(alive_key(lease.owner))  # it lapsed; another query took one lease over
+    r.set(lease_key(streams[9], group, f"spark-{group}"), "other-run other-owner hb", px=60_000)
+    wait_for(lambda: lease._lost is not None, 20, "the lapsed query to find the takeover")
+    with pytest.raises(ConfigError, match="taken over"):
+        reader.latestOffset(start, ReadAllAvailable())
+    reader.stop()
 
 
 @pytest.mark.parametrize(("held", "wanted"), [(3, 2), (40, 2), (3, 40)],
