@@ -709,7 +709,11 @@ def run_many(url: str, counts: str, quiet_seconds: str) -> dict[str, Any]:
         chk = tempfile.mkdtemp(prefix="bench-many-quiet-")
         q = (reader(n).writeStream.format("noop").option("checkpointLocation", chk)
              .trigger(processingTime="100 milliseconds").start())
-        time.sleep(4)  # start-up and the first triggers (the first one of a driver does more)
+        # start-up and the first triggers (the first ones of a driver do more: groups, leases,
+        # every stream's plans while an earlier driver can have left some)
+        deadline = time.monotonic() + 120
+        while len(q.recentProgress) < 6 and time.monotonic() < deadline:
+            time.sleep(0.5)
         calls, before = _command_calls(r), len(q.recentProgress)
         time.sleep(float(quiet_seconds))
         calls, progress = _command_calls(r) - calls, q.recentProgress[before:]

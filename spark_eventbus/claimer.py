@@ -141,8 +141,8 @@ class Claimer:
 
     def probe(self, planning: bool = True) -> list[consumers.Probe]:
         """Every stream's group state, for one planning round's :meth:`reclaim_all` and
-        :meth:`claim_new` (``planning``) and for the progress report (one pipelined round trip
-        per node).
+        :meth:`claim_new` (``planning``: where there is news, only as much as that decision
+        needs) and for the progress report (one pipelined round trip per node).
 
         On a single node, from :data:`MANY_STREAMS` streams on, a quiet stream costs nothing:
         one ``XREAD COUNT 1`` over every stream this query has not changed since its last
@@ -161,7 +161,11 @@ class Claimer:
                 dirty, self.dirty = self.dirty, set()  # marks made meanwhile: the next probe
             try:
                 ask = self._to_probe(names, dirty)
-                fresh = consumers.probe([self.ops[n] for n in ask])
+                if not planning:  # progress: the streams last probed only for planning too
+                    known = set(ask)
+                    ask += [n for n in names if n not in known
+                            and not self.probed[n].full]
+                fresh = consumers.probe([self.ops[n] for n in ask], full=not planning)
             except BaseException:
                 self.probed_all_at = before
                 with self._marks:

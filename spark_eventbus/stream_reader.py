@@ -356,7 +356,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         m = d.metrics
         probes, d.quiet_probes = d.quiet_probes, None
         found = [p.stats() for p in probes] if probes is not None and len(probes) == len(
-            self.ops) else d.claimer.stats()
+            self.ops) and all(p.full for p in probes) else d.claimer.stats()
         behind: int | None = 0
         for name, stats in zip(self.ops, found, strict=True):
             claimed, reclaimed = m.planned.get(name, (0, 0))

@@ -54,6 +54,9 @@ class Probe:
     oldest: str | None = None  # the first entry still in the stream
     length: int | None = None
     consumers: int | None = None  # consumers of the group (XINFO GROUPS)
+    # False: XINFO STREAM was not asked (a lag above 0 says there is news); the last generated
+    # ID and the stream's ends are unknown, and stats() gives the server's lag as it is
+    full: bool = True
 
     @property
     def has_new(self) -> bool:
@@ -75,7 +78,7 @@ class Probe:
         if not self.group:
             return GroupStats(None, None, None)
         lag = self.lag
-        if lag and self.last_delivered is not None:
+        if lag and self.last_delivered is not None and self.full:
             last = StreamId.parse(self.last_delivered)
             if self.newest is None or StreamId.parse(self.newest) <= last:
                 lag = 0
@@ -125,11 +128,12 @@ def _raise_unless_missing(replies: list[Any]) -> None:
             raise reply
 
 
-def probe(ops: Sequence[ConsumerOps]) -> list[Probe]:
+def probe(ops: Sequence[ConsumerOps], full: bool = True) -> list[Probe]:
     """Each stream's group state, pipelined: ``XINFO GROUPS`` of every stream, then
-    ``XINFO STREAM`` of those whose group has something to read (a ``lag`` other than 0). A
-    quiet stream costs one command. Replies are read as they come (no redis-py reply
-    callbacks: with thousands of streams those cost more than the round trip)."""
+    ``XINFO STREAM`` of those whose group has something to read (a ``lag`` other than 0; not
+    ``full``: only where the lag is unknown, enough to decide where to claim). A quiet stream
+    costs one command. Replies are read as they come (no redis-py reply callbacks: with
+    thousands of streams those cost more than the round trip)."""
     if not ops:
         return []
     with redis_errors(f"reading group info ({_where(ops)})", ops[0].spec):
@@ -142,7 +146,8 @@ def probe(ops: Sequence[ConsumerOps]) -> list[Probe]:
                 (g for g in map(_map, groups) if g[b"name"] == name), None))
         # lag 0: the group has read every entry ever added (Redis's own count); None:
         # unknown (Redis 7.0 after XDEL or a trim), so the stream is looked at
-        ask = [i for i, g in enumerate(mine) if g is not None and g.get(b"lag") != 0]
+        ask = [i for i, g in enumerate(mine) if g is not None and g.get(b"lag") != 0
+               and (full or g.get(b"lag") is None)]
         infos: dict[int, Any] = {}
         if ask:
             got = pipeline(ops[0].redis, [("XINFO", "STREAM", ops[i].stream) for i in ask])
@@ -155,6 +160,10 @@ def probe(ops: Sequence[ConsumerOps]) -> list[Probe]:
             continue
         pending, delivered = int(g[b"pending"]), _opt_text(g[b"last-delivered-id"])
         lag = g.get(b"lag")
+        if i not in infos and lag:  # news (not full): XINFO STREAM not asked
+            out.append(Probe(True, pending, int(lag), int(g.get(b"entries-read") or 0),
+                             delivered, consumers=int(g.get(b"consumers") or 0), full=False))
+            continue
         if i not in infos:  # nothing new: the last generated ID is the last delivered one
             out.append(Probe(True, pending, 0, int(g.get(b"entries-read") or 0), delivered,
                              delivered, consumers=int(g.get(b"consumers") or 0)))
