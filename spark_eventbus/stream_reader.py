@@ -278,8 +278,17 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             allowed = 0  # a plan left by a driver that died: its bytes are unknown, ship it
         probes = d.claimer.probe() if allowed is None or allowed > 0 else None
         if allowed is None or allowed > 0:
+            # With acks at commit, this consumer's PEL holds `begin` until its ack (in the
+            # background, after this) and what is already planned for `seq`: a stream whose
+            # group has no more pending than that has nothing to reclaim (reclaim_all)
+            mine: dict[str, int] | None = None
+            if o.ack_mode == "commit":
+                mine = {n: b.count for n, b in batches.items()}
+                if d.claims.acked_seq < begin.seq:
+                    for n, b in begin.streams.items():
+                        mine[n] = mine.get(n, 0) + b.count
             for name, got in d.claimer.reclaim_all(allowed, begin.run, seq, begin.seq,
-                                                   probes).items():
+                                                   probes, mine).items():
                 batches[name] = batches.get(name, StreamBatch()) + got
                 allowed = None if allowed is None else allowed - got.count
         if allowed is None or allowed > 0:
