@@ -66,6 +66,7 @@ class Claimer:
         self.reclaim_cursor: dict[str, str] = {}
         self.reclaim_done: set[str] = set()  # AvailableNow: PEL scanned once
         self.reclaim_checked = False  # a reclaim has run (see reclaim_all)
+        self.reclaim_skipped: dict[str, float] = {}  # since when a PEL was not scanned
         # (run, seq) -> [entries, bytes] this process claimed and reclaimed into that batch's
         # plan: what maxBytesPerTrigger has left for it (a plan left by another driver: unknown)
         self.sizes: dict[tuple[str, int], list[int]] = {}
@@ -160,12 +161,15 @@ class Claimer:
             with self._marks:
                 dirty, self.dirty = self.dirty, set()  # marks made meanwhile: the next probe
             try:
-                ask = self._to_probe(names, dirty)
+                ask, recheck = self._to_probe(names, dirty)
                 if not planning:  # progress: the streams last probed only for planning too
                     known = set(ask)
-                    ask += [n for n in names if n not in known
-                            and not self.probed[n].full]
+                    recheck = [n for n in names if n not in known and not self.probed[n].full]
                 fresh = consumers.probe([self.ops[n] for n in ask], full=not planning)
+                # a lag that said news where XREAD finds none (Redis 7.0's lag after a trim or
+                # XDEL): looked at in full, or it would be claimed from every trigger
+                ask += recheck
+                fresh += consumers.probe([self.ops[n] for n in recheck])
             except BaseException:
                 self.probed_all_at = before
                 with self._marks:
@@ -182,15 +186,16 @@ class Claimer:
                     self.claimed_to.pop(name, None)
             return [self.probed[n] for n in names]
 
-    def _to_probe(self, names: list[str], dirty: set[str]) -> list[str]:
-        """The streams :meth:`probe` asks: every one, or those that may have changed."""
+    def _to_probe(self, names: list[str], dirty: set[str]) -> tuple[list[str], list[str]]:
+        """The streams :meth:`probe` asks: every one, or those that may have changed; and
+        the streams to look at in full (a lag that said news where XREAD finds none)."""
         o = self.options
         now = time.monotonic()
         if not self.watch or len(names) < MANY_STREAMS or self.cluster or \
                 (now - self.probed_all_at) * 1000 >= min(o.claim_min_idle_ms,
                                                          o.discovery_interval_ms):
             self.probed_all_at = now
-            return names
+            return names, []
         clean = [n for n in names if n not in dirty and (p := self.probed.get(n)) is not None
                  and p.group and p.last_delivered is not None]
         try:
@@ -203,12 +208,13 @@ class Claimer:
             log.warning("spark-eventbus: the Redis user may not run XREAD, so every trigger "
                         "asks each stream's group for news (one command per stream); add "
                         "+xread to its ACL rule (eventbus acl-rule streaming-reader): %s", exc)
-            return names
+            return names, []
         except EventBusError as exc:  # e.g. WRONGTYPE: a key replaced; every stream looks
             log.debug("spark-eventbus: looking for news failed, probing every stream: %s", exc)
-            return names
+            return names, []
         known = set(clean)
-        return [n for n in names if n not in known or n in news]
+        return ([n for n in names if n not in known or n in news],
+                [n for n in clean if n not in news and not self.probed[n].full])
 
     def touched(self, names: Iterable[str]) -> None:
         """This query changed these streams' groups (acks): the next probe asks them."""
@@ -283,9 +289,11 @@ class Claimer:
                     in_flight: Mapping[str, int] | None = None) -> dict[str, StreamBatch]:
         """Reclaim up to ``min(reclaimMaxEntries, left)`` entries, shared across streams.
 
-        ``in_flight``: per stream, the entries of the batch Spark is running (the pre-claim;
-        every batch before it acked): a group whose pending count is no more than that has
-        nothing else pending, so its stream is not scanned now (the next batch looks again)."""
+        ``in_flight``: per stream, this consumer's own pending entries (the batch Spark is
+        running, or the committed one not acked yet, and what is planned): a group whose
+        pending count is no more than that has nothing else pending, so its stream is not
+        scanned now (the next batch looks again; every stream is scanned at least every
+        ``claimMinIdleMs``)."""
         o = self.options
         if not o.reclaim_enabled:
             return {}
@@ -294,12 +302,24 @@ class Claimer:
         # Only groups with pending entries have anything to reclaim (one pipelined probe); the
         # first stream is asked on the first pass whatever its state, so that a user whose ACL
         # rule lacks a command of the reclaim fails at the query's start, not on a first failure.
+        now = time.monotonic()
+
+        def only_mine(name: str, p: consumers.Probe) -> bool:
+            """Nothing pending but this consumer's own entries in flight: not scanned, for at
+            most claimMinIdleMs in a row (a count can be off: entries deleted after a claim
+            are acked by the replay, so another consumer's could hide behind them)."""
+            if in_flight is None or p.pending is None or p.pending > in_flight.get(name, 0):
+                return False
+            since = self.reclaim_skipped.setdefault(name, now)
+            return (now - since) * 1000 < o.claim_min_idle_ms
+
         todo = [(name, op) for k, ((name, op), p) in enumerate(zip(
             self.ops.items(), self.probe() if probes is None else probes, strict=True))
-            if ((p.has_pending and not (in_flight is not None and p.pending is not None
-                                        and p.pending <= in_flight.get(name, 0)))
+            if ((p.has_pending and not only_mine(name, p))
                 or (k == 0 and not self.reclaim_checked))
             and name not in self.reclaim_done]
+        for name, _ in todo:
+            self.reclaim_skipped.pop(name, None)
         self.reclaim_checked = True
         grants = share_budget(budget, [budget] * len(todo))
         self._writes(run, seq, (name for (name, _), grant in zip(todo, grants, strict=True)
@@ -414,6 +434,8 @@ class Claimer:
             self.touched([name])
         if res.lost_after:
             self._report_loss(name, res)
+            # reported: not counted again if the stream is deleted before the next probe
+            self.claimed_since[name] = self.claimed_since.get(name, 0) + max(0, res.lost_count)
         if res.status == "nogroup":
             raise EventBusError(
                 f"consumer group {self.options.group!r} of stream {name!r} no longer exists: "

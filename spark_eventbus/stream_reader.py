@@ -491,7 +491,8 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Over many streams, the streams this query acked since the last trim, and every
         # stream every TRIM_ALL_EVERY-th time (another group's acks can free entries too).
         acked, claims.acked_since_trim = claims.acked_since_trim, set()
-        everything = len(self.ops) < MANY_STREAMS or claims.trims % TRIM_ALL_EVERY == 0
+        everything = len(self.ops) < MANY_STREAMS or claims.trims % TRIM_ALL_EVERY == 0 \
+            or o.ack_mode != "commit"  # acks this driver does not see (AckingBatchWriter)
         claims.trims += 1
         for name, op in list(self.ops.items()):
             if everything or name in acked:

@@ -92,7 +92,10 @@ def run_scripts(r: Redis, name: str, calls: Sequence[tuple[Sequence[Any], Sequen
     if len(calls) > 1 and known not in _loaded:
         # Not yet run through this client: the first call alone loads the script, so that
         # thousands of calls do not come back NOSCRIPT to be sent again
-        replies[0] = run_script(r, name, *calls[0])
+        try:
+            replies[0] = run_script(r, name, *calls[0])
+        except ResponseError as exc:  # raised after the other calls ran, as for a pipeline
+            replies[0] = exc
         todo = todo[1:]
     for attempt in range(2):
         if not todo:
