@@ -189,7 +189,9 @@ def test_quiet_triggers_cost_the_same_commands_whatever_the_quiet_streams(redis_
         xinfo = _calls(r, "xinfo|groups")
         nxt = reader.latestOffset(end, ReadAllAvailable())
         assert BatchOffset.from_json(nxt).streams[streams[7]].count == 3
-        assert _calls(r, "xinfo|groups") - xinfo <= 2  # the stream with news, not all n
+        # the stream with news, not all n: its probe, its claim script's (script-internal
+        # calls count), and the pre-claim's probe, which may have started already
+        assert _calls(r, "xinfo|groups") - xinfo <= 4
         reader.stop()
     assert spent[400] <= spent[40] + 1 and spent[40] <= 10, spent
 
