@@ -14,8 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from redis.crc import key_slot
-
 from ..errors import EventBusConnectionError
 from ..ids import StreamId
 from ..keys import PREFIX, alive_key, loss_key
@@ -185,25 +183,17 @@ def probe(ops: Sequence[ConsumerOps], full: bool = True) -> list[Probe]:
 
 def news(ops: Sequence[ConsumerOps], after: Sequence[str]) -> set[str]:
     """The streams of ``ops`` with an entry after ``after`` (each stream's ID): one
-    ``XREAD COUNT 1`` over all of them (on a cluster one per hash slot, the keys of one
-    command must share it), whatever their number. A missing stream has nothing after."""
+    ``XREAD COUNT 1`` over all of them, whatever their number (single node: on a cluster the
+    keys of one command must share a slot, and redis-py looks each command's keys up with a
+    round trip of its own). A missing stream has nothing after."""
     if not ops:
         return set()
-    by_slot: dict[int, list[int]] = {}
-    cluster = is_cluster(ops[0].redis)
-    for i, op in enumerate(ops):
-        by_slot.setdefault(key_slot(op.stream.encode()) if cluster else 0, []).append(i)
-    commands = [("XREAD", "COUNT", 1, "STREAMS", *(ops[i].stream for i in group),
-                 *(after[i] for i in group)) for group in by_slot.values()]
     with redis_errors(f"looking for new entries ({_where(ops)})", ops[0].spec):
-        replies = _checked(pipeline(ops[0].redis, commands))
-    found: set[str] = set()
-    for reply in replies:
-        if isinstance(reply, dict):
-            found.update(text(k) for k in reply)
-        elif reply:
-            found.update(text(item[0]) for item in reply)
-    return found
+        reply = _checked(pipeline(ops[0].redis, [
+            ("XREAD", "COUNT", 1, "STREAMS", *(op.stream for op in ops), *after)]))[0]
+    if isinstance(reply, dict):
+        return {text(k) for k in reply}
+    return {text(item[0]) for item in reply or ()}
 
 
 def plans(ops: Sequence[ConsumerOps], run: str, seq: int) -> list[StreamBatch]:
