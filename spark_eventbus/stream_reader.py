@@ -462,8 +462,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                        for field_, plan in plans[op.stream].items()
                        if int(field_) < committed.seq and plan.get("run") == committed.run]
             consumers.ack_many(earlier)
-            d.claimer.touched(op.stream for op, _ in earlier)
-            d.claims.acked_since_trim.update(op.stream for op, _ in earlier)
+            self._acked([op.stream for op, _ in earlier])
         self._ack(committed)
         consumers.drop_plans(ops, [list(plans[name]) for name in names])
         d.claimer.forget_written(committed.run, committed.seq)
@@ -475,9 +474,14 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         consumers.ack_many([(self.ops[name], batch) for name, batch in offset.streams.items()
                             if name in self.ops])
-        self.driver.claimer.touched(offset.streams)
-        claims.acked_since_trim.update(offset.streams)
+        self._acked(list(offset.streams))
         claims.acked_seq = offset.seq
+
+    def _acked(self, names: list[str]) -> None:
+        """This driver acked entries of these streams: their groups changed (the next probe
+        asks them), and trimAcked may trim them."""
+        self.driver.claimer.touched(names)
+        self.driver.claims.acked_since_trim.update(names)
 
     def _trim_acked(self) -> None:
         """``trimAcked``: after acks, at most once per ``trimIntervalMs``, remove from each
