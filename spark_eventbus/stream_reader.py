@@ -541,8 +541,6 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         d.claims.preclaimed_seq = seq
         d.prefetch.start(work)
 
-    # -- claims --------------------------------------------------------------------------------
-
 
 def _exit_cleanly_on_sigterm() -> None:
     """In Spark's source-runner process only: turn the JVM's SIGTERM (how it stops the runner

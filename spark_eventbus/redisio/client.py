@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import redis
@@ -87,10 +87,18 @@ class WindowRetry(Retry):
     (redis-py deep-copies the retry into each connection; the copy is the instance itself)."""
 
     def __init__(self, window_s: float) -> None:
-        super().__init__(ExponentialWithJitterBackoff(cap=2.0, base=0.05), -1,
-                         tuple(_RETRY_ON))
+        backoff = ExponentialWithJitterBackoff(cap=2.0, base=0.05)
+        super().__init__(backoff, -1, tuple(_RETRY_ON))
+        # Kept here, not read back from redis-py's Retry (whose fields are private).
+        self.backoff = backoff
+        self.retry_on: tuple[type[Exception], ...] = tuple(_RETRY_ON)
         self.window_s = window_s
         self.answered = False
+
+    def update_supported_errors(self, specified_errors: Iterable[type[Exception]]) -> None:
+        """redis-py adds a connection's ``retry_on_error`` here (public API)."""
+        super().update_supported_errors(specified_errors)
+        self.retry_on = tuple(dict.fromkeys((*self.retry_on, *specified_errors)))
 
     def __deepcopy__(self, memo: dict[int, Any]) -> WindowRetry:
         return self
@@ -104,7 +112,7 @@ class WindowRetry(Retry):
     def call_with_retry(self, do: Callable[[], T], fail: Callable[..., Any],
                         is_retryable: Callable[[Exception], bool] | None = None,
                         with_failure_count: bool = False) -> T:
-        self._backoff.reset()
+        self.backoff.reset()
         failures = 0
         deadline: float | None = None
         while True:
@@ -112,7 +120,7 @@ class WindowRetry(Retry):
                 result = do()
                 self.answered = True
                 return result
-            except self._supported_errors as error:
+            except self.retry_on as error:
                 if is_retryable and not is_retryable(error):
                     raise
                 failures += 1
@@ -127,7 +135,7 @@ class WindowRetry(Retry):
                     deadline = now + window
                 if window <= 0 or (now >= deadline and failures >= _MIN_TRIES):
                     raise error
-                time.sleep(min(self._backoff.compute(failures), max(deadline - now, 0.05)))
+                time.sleep(min(self.backoff.compute(failures), max(deadline - now, 0.05)))
 
 
 def _retry(spec: ConnectionSpec | None = None) -> Retry:
@@ -155,15 +163,17 @@ def is_cluster_node(r: redis.Redis) -> bool:
 
 
 class _SentinelConnection(SentinelManagedConnection):
-    """Asks the sentinels for the primary on every socket connect. redis-py's own asks only
-    when the pool hands out a connection; a retry after a broken connection (a command in
-    flight when the primary died) reconnects to the old address and would spend the whole
-    failover window there."""
+    """Asks the sentinels for the primary on every socket connect. redis-py's own asks in
+    ``connect()``, but ``send_packed_command`` reconnects a broken connection through
+    ``connect_check_health`` (redis-py >= 7), to the old address: a retry after a broken
+    connection (a command in flight when the primary died) would spend the whole failover
+    window there. Both are public methods; a redis-py without ``connect_check_health``
+    reconnects through ``connect()``, which asks."""
 
-    def _connect(self) -> Any:
-        if self.connection_pool.is_master:
+    def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
+        if self.connection_pool.is_master and not getattr(self, "is_connected", False):
             self.host, self.port = self.connection_pool.get_master_address()
-        return super()._connect()
+        return super().connect_check_health(*args, **kwargs)
 
 
 class _SentinelSSLConnection(_SentinelConnection, SSLConnection):

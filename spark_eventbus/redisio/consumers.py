@@ -18,7 +18,6 @@ from ..errors import EventBusConnectionError
 from ..ids import StreamId
 from ..keys import PREFIX, alive_key, loss_key
 from ..offsets import ClaimedRange, StreamBatch
-from .base import ResponseError
 from .boundary import redis_errors
 from .client import ConnectionSpec, client, is_cluster
 from .group import (
@@ -26,13 +25,14 @@ from .group import (
     ConsumerOps,
     GroupStats,
     ReclaimResult,
+    checked_lag,
     create_group_args,
     earliest_in,
 )
 from .losses import settle_losses
-from .pipelines import pipeline
 from .scripts import run_scripts
 from .streams import is_stream_kind, read_entries, send_packed, text
+from .wire import is_no_such_key, pipeline
 
 log = logging.getLogger("spark_eventbus")
 
@@ -70,22 +70,13 @@ class Probe:
         return not self.group or self.pending is None or self.pending > 0
 
     def stats(self) -> GroupStats:
-        """Progress: pending, lag and last delivered ID (``ConsumerOps.stats``'s rules: a
-        non-zero lag with nothing after the last delivered ID is 0; an ``entries-read`` of 0
-        after deliveries is an unknown lag)."""
+        """Progress: pending, lag (:func:`.group.checked_lag`) and last delivered ID."""
         if not self.group:
             return GroupStats(None, None, None)
         lag = self.lag
-        if lag and self.last_delivered is not None and self.full:
-            last = StreamId.parse(self.last_delivered)
-            if self.newest is None or StreamId.parse(self.newest) <= last:
-                lag = 0
-            elif not self.entries_read and last != StreamId(0, 0):
-                # entries-read 0 after deliveries: untrustworthy, unless every entry still in
-                # the stream is after the last delivered one (a group made at `earliest`
-                # starts just before the first entry with entries-read 0): then all are lag
-                lag = self.length if self.oldest is not None and self.length is not None \
-                    and StreamId.parse(self.oldest) > last else None
+        if self.full:  # else the stream's ends were not read: the server's lag as it is
+            lag = checked_lag(lag, self.entries_read, self.last_delivered, self.newest,
+                              self.oldest, self.length)
         return GroupStats(self.pending, lag, self.last_delivered)
 
 
@@ -120,9 +111,7 @@ def _opt_text(value: Any) -> str | None:
 
 def _raise_unless_missing(replies: list[Any]) -> None:
     for reply in replies:
-        if isinstance(reply, Exception) and not (
-                isinstance(reply, ResponseError)
-                and str(reply).startswith(("no such key", "WRONGTYPE"))):
+        if isinstance(reply, Exception) and not is_no_such_key(reply):
             raise reply
 
 
@@ -210,7 +199,8 @@ def plans(ops: Sequence[ConsumerOps], run: str, seq: int) -> list[StreamBatch]:
 
 def committed_plans(ops: Sequence[ConsumerOps], committed_seq: int
                     ) -> list[dict[str, dict[str, Any]]]:
-    """``ConsumerOps.committed_plans`` of every stream, pipelined."""
+    """Each stream's plans of batches Spark has committed (seq <= ``committed_seq``), by
+    field, pipelined."""
     if not ops:
         return []
     with redis_errors(f"reading claim plans ({_where(ops)})", ops[0].spec):
@@ -220,7 +210,8 @@ def committed_plans(ops: Sequence[ConsumerOps], committed_seq: int
 
 
 def settle_all_losses(ops: Sequence[ConsumerOps], run: str, seq: int) -> tuple[int, int]:
-    """``ConsumerOps.settle_losses`` of every stream; streams without loss records (nearly
+    """Batch ``seq`` of ``run`` is committed: drop every stream's loss records (and older
+    ones), for ``lostEntries``; streams without loss records (nearly
     all) cost one pipelined ``PTTL`` each (-2: no such key; ``PTTL``, not ``EXISTS``, is in
     the streaming reader's ACL rule already). Returns the summed (entries, ranges)."""
     if not ops:
@@ -237,7 +228,7 @@ def settle_all_losses(ops: Sequence[ConsumerOps], run: str, seq: int) -> tuple[i
 
 
 def drop_plans(ops: Sequence[ConsumerOps], fields: Sequence[Sequence[str]]) -> None:
-    """``ConsumerOps.drop_plans`` of every stream, pipelined."""
+    """Delete plans, pipelined: the offsets in Spark's checkpoint cover those batches now."""
     todo = [(op, list(f)) for op, f in zip(ops, fields, strict=True) if f]
     if not todo:
         return
@@ -324,7 +315,7 @@ def last_generated_ids(ops: Sequence[ConsumerOps]) -> list[str | None]:
     with redis_errors(f"reading stream info ({_where(ops)})", ops[0].spec):
         out: list[str | None] = []
         for info in pipeline(ops[0].redis, [("XINFO", "STREAM", op.stream) for op in ops]):
-            if isinstance(info, ResponseError) and str(info).startswith("no such key"):
+            if is_no_such_key(info, or_wrong_type=False):
                 out.append(None)
             elif isinstance(info, Exception):
                 raise info

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from .. import resp
-from ..capabilities import Capabilities
 from ..errors import ConfigError, EventBusConnectionError
 from ..ids import StreamId
 from ..keys import lease_key, plan_key
@@ -22,10 +21,8 @@ from ..offsets import ClaimedRange, StreamBatch
 from ..planning import entries_within
 from .base import CLUSTER_REDIRECTS, Redis, ResponseError
 from .boundary import redis_errors
-from .capabilities import server_capabilities
 from .client import ConnectionSpec, client, is_cluster
 from .deadletter import dead_letter, same_slot
-from .losses import settle_losses
 from .retention import trim_acked
 from .scripts import run_script
 from .streams import (
@@ -37,6 +34,7 @@ from .streams import (
     stream_exists,
     text,
 )
+from .wire import is_no_such_key
 
 log = logging.getLogger("spark_eventbus")
 
@@ -85,6 +83,31 @@ class GroupStats:
     pending: int | None
     lag: int | None  # None: unknown (Redis 7.0 after XDEL/trim, or Redis < 7)
     last_delivered: str | None
+
+
+def checked_lag(lag: int | None, entries_read: int | None, last_delivered: str | None,
+                newest: str | None, oldest: str | None = None, length: int | None = None
+                ) -> int | None:
+    """The server's ``lag``, checked against the positions the connector knows: the one lag
+    rule (``ConsumerOps.stats`` and the pipelined probe's ``Probe.stats`` both apply it).
+
+    ``lag`` is ``entries-added - entries-read``; a promoted Redis 7.0 replica can hold an
+    ``entries-read`` that restarted from 0, and then reports up to the whole stream as lag with
+    nothing left to read, and too much ever after. So a non-zero lag with nothing after
+    ``last_delivered`` (``newest``: the stream's last entry, ``None`` when empty) is 0, whatever
+    the server says; entries after it with an ``entries-read`` of 0 while the group has
+    delivered entries are an unknown lag, unless every entry still in the stream (``oldest``
+    its first, ``length`` their number) is after the last delivered one (a group made at
+    ``earliest`` starts just before the first entry with entries-read 0): then all are lag."""
+    if not lag or last_delivered is None:
+        return lag
+    last = StreamId.parse(last_delivered)
+    if newest is None or StreamId.parse(newest) <= last:
+        return 0
+    if not entries_read and last != StreamId(0, 0):
+        return length if oldest is not None and length is not None \
+            and StreamId.parse(oldest) > last else None
+    return lag
 
 
 def _pairs(flat: list[Any]) -> tuple[tuple[str, int], ...]:
@@ -157,11 +180,6 @@ class ConsumerOps:
 
     # -- setup ---------------------------------------------------------------------------------
 
-    def capabilities(self) -> Capabilities:
-        """The server's family, version and features (:mod:`.capabilities`): once, at start."""
-        with self._errors("checking the server's capabilities"):
-            return server_capabilities(self.redis)
-
     def ensure_group(self, starting_position: str) -> bool:
         """Create the group (and the stream, ``MKSTREAM``) if missing. Idempotent.
 
@@ -221,25 +239,6 @@ class ConsumerOps:
         if plan.get("run") != run:
             return StreamBatch()
         return StreamBatch.from_json(plan)
-
-    def committed_plans(self, committed_seq: int) -> dict[str, dict[str, Any]]:
-        """Plans of batches Spark has committed (seq <= ``committed_seq``), by field."""
-        with self._errors("reading claim plans"):
-            raw = self.redis.hgetall(self.plan_key)
-        return {text(f): json.loads(v) for f, v in raw.items() if int(f) <= committed_seq}
-
-    def settle_losses(self, run: str, seq: int) -> tuple[int, int]:
-        """Batch ``seq`` of ``run`` is committed: drop its loss records (and older ones);
-        returns the (entries, ranges) their replays moved past, for ``lostEntries``."""
-        with self._errors("settling the loss record"):
-            return settle_losses(self.redis, self.stream, self.group, self.consumer, run, seq)
-
-    def drop_plans(self, fields: Iterable[str]) -> None:
-        """Delete plans: the offsets in Spark's checkpoint cover those batches now."""
-        fields = list(fields)
-        if fields:
-            with self._errors("pruning claim plans"):
-                self.redis.hdel(self.plan_key, *fields)
 
     def claim(self, count: int, run: str, seq: int, stop_after: str | None,
               fail_on_loss: bool, bytes_left: int | None = None, batch_empty: bool = True
@@ -444,7 +443,7 @@ class ConsumerOps:
                 try:
                     groups = self.redis.xinfo_groups(self.stream)
                 except ResponseError as exc:
-                    if str(exc).startswith(("no such key", "WRONGTYPE")):
+                    if is_no_such_key(exc):
                         return GroupStats(None, None, None)
                     raise
                 for g in groups:
@@ -473,32 +472,29 @@ class ConsumerOps:
                        or [])
 
     def _lag(self, group: dict[str, Any]) -> int | None:
-        """The server's ``lag``, checked against the positions the connector knows.
-
-        ``lag`` is ``entries-added - entries-read``; a promoted Redis 7.0 replica can hold an
-        ``entries-read`` that restarted from 0, and then reports up to the whole stream as lag
-        with nothing left to read, and too much ever after. So a non-zero lag is checked with
-        one ``XREVRANGE``: nothing after ``last-delivered-id`` is lag 0, whatever the server
-        says; entries after it with an ``entries-read`` of 0 while the group has delivered
-        entries are an unknown lag (counting them would read the stream)."""
+        """:func:`checked_lag` of ``group`` (an ``XINFO GROUPS`` entry), with the stream's ends
+        read here: one ``XREVRANGE`` for a non-zero lag, ``XRANGE`` and ``XLEN`` only where
+        ``entries-read`` is 0 after deliveries."""
         lag = group.get("lag")
         if lag is None or int(lag) == 0:
             return None if lag is None else 0
-        last = StreamId.parse(text(group["last-delivered-id"]))
+        delivered = text(group["last-delivered-id"])
+        entries_read = int(group.get("entries-read") or 0)
         try:
             newest = self.redis.xrevrange(self.stream, count=1)
         except ResponseError:  # e.g. an ACL rule from before this check (no +xrevrange)
             return int(lag)
-        if not newest or StreamId.parse(text(newest[0][0])) <= last:
-            return 0
-        if not int(group.get("entries-read") or 0) and last != StreamId(0, 0):
-            # untrustworthy, unless every entry still in the stream is after the last
-            # delivered one (a group made at `earliest`): then the lag is the length
+        newest_id = text(newest[0][0]) if newest else None
+        oldest_id: str | None = None
+        length: int | None = None
+        if newest_id is not None and StreamId.parse(newest_id) > StreamId.parse(delivered) \
+                and not entries_read and delivered != "0-0":
             try:
                 oldest = self.redis.xrange(self.stream, count=1)
-                if oldest and StreamId.parse(text(oldest[0][0])) > last:
-                    return int(self.redis.xlen(self.stream))
+                oldest_id = text(oldest[0][0]) if oldest else None
+                if oldest_id is not None and StreamId.parse(oldest_id) > StreamId.parse(
+                        delivered):
+                    length = int(self.redis.xlen(self.stream))
             except ResponseError:
                 pass
-            return None
-        return int(lag)
+        return checked_lag(int(lag), entries_read, delivered, newest_id, oldest_id, length)

@@ -36,6 +36,7 @@ from .boundary import redis_errors
 from .client import client
 from .scripts import run_script
 from .streams import text
+from .wire import node_for, on_connection
 
 # Retries of step 1-2 after a lost WATCH before the caller falls back to the script (only a
 # second attempt of the same task writing the same chunk at the same moment loses one).
@@ -172,14 +173,11 @@ def add_chunk(r: Redis, stream: str, xadds: bytes, count: int, marker: str | Non
     safe, as the retry first looks for the marker.
     """
     cluster = isinstance(r, RedisCluster)
-    node: redis.Redis | None = (r.get_node_from_key(stream).redis_connection
-                                if isinstance(r, RedisCluster) else r)
+    node = node_for(r, stream)
     if node is None:
         return None
-    pool = node.connection_pool
-    conn = pool.get_connection()
 
-    def attempt() -> tuple[int, bool] | None:
+    def attempt(conn: Any) -> tuple[int, bool] | None:
         for _ in range(WATCH_ROUNDS):
             done = _once(conn, stream, xadds, count, marker, member, ttl_ms, trim)
             if done is not None:
@@ -187,23 +185,15 @@ def add_chunk(r: Redis, stream: str, xadds: bytes, count: int, marker: str | Non
         return None
 
     try:
-        try:
-            if cluster:
-                try:
-                    return attempt()
-                except (_Redirected, redis.ConnectionError, redis.TimeoutError):
-                    conn.disconnect()
-                    return None
-            return conn.retry.call_with_retry(attempt, lambda _err: conn.disconnect())
-        except _NotPermitted as exc:
-            conn.disconnect()
-            _warn_noperm(exc)
-            return None
-    except BaseException:
-        conn.disconnect()  # replies may be left unread, a WATCH may be set
-        raise
-    finally:
-        pool.release(conn)
+        if cluster:  # not retried on the node: the cluster client's script follows the slot
+            try:
+                return on_connection(node, attempt, retried=False)
+            except (_Redirected, redis.ConnectionError, redis.TimeoutError):
+                return None
+        return on_connection(node, attempt)
+    except _NotPermitted as exc:
+        _warn_noperm(exc)
+        return None
 
 
 def _warn_noperm(exc: BaseException) -> None:

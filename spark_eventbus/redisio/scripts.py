@@ -16,7 +16,7 @@ from redis.exceptions import NoScriptError
 
 from ..keys import BOOKKEEPING_TTL_MS
 from .base import Redis, ResponseError
-from .pipelines import pipeline
+from .wire import pipeline
 
 _scripts: dict[str, Script] = {}
 _lock = threading.Lock()
@@ -67,16 +67,6 @@ def run_script(r: Redis, name: str, keys: Sequence[Any], args: Sequence[Any],
     script first if the server does not know it."""
     return _script(r, name)(keys=list(keys), args=list(args), client=pipe if pipe is not None
                             else r)
-
-
-def queue_script(r: Redis, name: str, keys: Sequence[Any], args: Sequence[Any], pipe: Any
-                 ) -> None:
-    """Queue script ``name`` on pipeline ``pipe`` as a plain EVALSHA: no ``SCRIPT EXISTS``
-    first (as redis-py's pipelined ``Script`` does; not in the connector's ACL rules). A reply
-    ``NOSCRIPT`` (:func:`is_noscript`) is the caller's to rerun with :func:`run_script`."""
-    # execute_command: a cluster pipeline blocks its evalsha() method, not the command
-    # (routed by the script's keys, which share one slot)
-    pipe.execute_command("EVALSHA", _script(r, name).sha, len(keys), *keys, *args)
 
 
 def run_scripts(r: Redis, name: str, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]

@@ -7,13 +7,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from redis.cluster import RedisCluster
+from redis.exceptions import ConnectionError
 
 from ..connection import ConnectionSpec
 from ..errors import NotAStreamError
 from .base import Redis
 from .boundary import redis_errors
 from .client import client
+from .wire import node_for, roundtrip
 
 # IDs per XACK call: large enough to reach Redis's best per-ID cost, small enough that one call
 # stays far below the 50 ms budget of any server-side call.
@@ -58,14 +59,9 @@ def xrange_pages(r: Redis, stream: str, start: str, end: str, page: int
         lo = "(" + (last.decode() if isinstance(last, bytes) else str(last))
 
 
-def entry_ids(reply: Any) -> list[bytes]:
-    """The entry IDs of a raw one-stream ``XREAD``/``XREADGROUP`` reply (RESP3: a map of stream
-    to entries; RESP2: a list of [stream, entries]; nil when nothing was read)."""
-    return [e[0] for e in read_entries(reply)]
-
-
 def read_entries(reply: Any) -> Any:
-    """The raw entries of a one-stream ``XREAD``/``XREADGROUP`` reply (see :func:`entry_ids`)."""
+    """The raw entries of a one-stream ``XREAD``/``XREADGROUP`` reply (RESP3: a map of stream
+    to entries; RESP2: a list of [stream, entries]; nil when nothing was read)."""
     if not reply:
         return []
     return next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
@@ -98,24 +94,14 @@ def xack(r: Redis, stream: str, group: str, ids: Sequence[str], per_call: int = 
 def send_packed(r: Redis, key: str, packed: list[bytes]) -> list[Any]:
     """Send commands already encoded as RESP (``packed``, all on ``key``) in one round trip and
     read one reply each, on a pool connection of the node serving ``key``, through the client's
-    ``Retry`` (only for idempotent commands: a retry sends them all again). On a cluster, a slot
-    that moved or is moving raises one of :data:`.base.CLUSTER_REDIRECTS` (not retried here): the
-    caller sends the commands again through the cluster client, which follows it."""
-    node = r.get_node_from_key(key).redis_connection if isinstance(r, RedisCluster) else r
-    pool = node.connection_pool
-    conn = pool.get_connection()
-
-    def attempt() -> list[Any]:
-        conn.send_packed_command(packed)
-        return [conn.read_response() for _ in packed]
-
-    try:
-        return conn.retry.call_with_retry(attempt, lambda _err: conn.disconnect())
-    except BaseException:
-        conn.disconnect()
-        raise
-    finally:
-        pool.release(conn)
+    ``Retry`` (only for idempotent commands: a retry sends them all again); the first error
+    reply is raised once all are read. On a cluster, a slot that moved or is moving raises one
+    of :data:`.base.CLUSTER_REDIRECTS` (not retried here): the caller sends the commands again
+    through the cluster client, which follows it."""
+    node = node_for(r, key)
+    if node is None:
+        raise ConnectionError(f"no node of the cluster serves the slot of {key!r} now")
+    return roundtrip(node, packed, len(packed), raise_errors=True)
 
 
 # -- with a spec: the client is taken and redis-py errors are translated here ---------------

@@ -1,4 +1,4 @@
-"""The driver's lean pipeline (``redisio.pipelines.pipeline``) against a real server: the same
+"""The driver's lean pipeline (``redisio.wire.pipeline``) against a real server: the same
 replies as redis-py's own pipeline without reply callbacks, error replies in place (never
 raised, never shifting later replies), scripts loaded on NOSCRIPT, and a server that goes
 away retried through the client's retries, then raised."""
@@ -14,9 +14,9 @@ from spark_eventbus.connection import connection_spec
 from spark_eventbus.errors import EventBusConnectionError
 from spark_eventbus.redisio import client
 from spark_eventbus.redisio.boundary import redis_errors
-from spark_eventbus.redisio.pipelines import pipeline
 from spark_eventbus.redisio.scripts import run_scripts
 from spark_eventbus.redisio.streams import text
+from spark_eventbus.redisio.wire import pipeline
 
 pytestmark = pytest.mark.integration
 LEAN_PIPELINE_MIN = 64  # commands per pipeline here (the driver sends thousands)
@@ -103,3 +103,43 @@ def test_a_claim_record_sent_twice_records_its_chunk_once(redis_server, names):
         run_scripts(op.redis, "claim_record", [op.claim_record("run1", 1, chunk)])
     plan = op.load_plan("run1", 1)
     assert plan.chunks == (chunk,) and plan.count == 3
+
+
+def test_the_fast_path_is_the_one_taken_on_a_single_node(redis_server, names, monkeypatch):
+    """A single node's pipeline is packed by hiredis and sent on one connection: never
+    redis-py's Pipeline (whose per-command packing and reply callbacks cost several times the
+    round trip at thousands of commands)."""
+    from spark_eventbus.redisio import wire
+
+    assert wire.PACKER == "hiredis"
+
+    def refuse(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("redis-py's Pipeline was used on a single node")
+
+    monkeypatch.setattr(redis.client.Pipeline, "execute", refuse)
+    r = client(connection_spec(redis_server.url))
+    before = r.info("stats")["total_connections_received"]
+    got = pipeline(r, [("PING",)] * LEAN_PIPELINE_MIN)
+    assert [text(x) for x in got] == ["PONG"] * LEAN_PIPELINE_MIN
+    assert r.info("stats")["total_connections_received"] - before <= 1
+
+
+def test_resp3_push_messages_are_not_taken_for_replies(redis_server, names):
+    """A push (here a client-tracking invalidation: the connection tracks a key another client
+    then changes) arriving before the replies is redis-py's to handle; every reply after it
+    stays in its place."""
+    from spark_eventbus.redisio.client import new_client
+
+    spec = connection_spec(redis_server.url)
+    own = new_client(spec)  # not the process's shared client: tracking is left on
+    key = f"{names['stream']}:tracked"
+    try:
+        assert pipeline(own, [("CLIENT", "TRACKING", "ON"), ("GET", key)])[0] in (b"OK", "OK")
+        redis_server.client().set(key, "changed")  # an invalidation push to `own`'s connection
+        for _ in range(3):
+            got = pipeline(own, [("ECHO", str(i)) for i in range(LEAN_PIPELINE_MIN)])
+            assert [text(x) for x in got] == [str(i) for i in range(LEAN_PIPELINE_MIN)]
+            redis_server.client().set(key, "again")
+            pipeline(own, [("GET", key)])  # tracked again: the next SET pushes again
+    finally:
+        own.close()
