@@ -22,7 +22,7 @@ from .connection import check_url, connection_spec
 from .errors import EventBusError
 from .losses import RangeLoss, accept_command, listing
 from .options import starting_position
-from .redisio import consumers
+from .redisio import discovery
 from .redisio.admin import Admin
 from .redisio.retention import TrimReport
 
@@ -238,7 +238,7 @@ def _run(args: argparse.Namespace, admin: Admin) -> int:
             else:
                 exclude = [args.dlq] if args.dlq else []
                 result = [admin.status(s, args.group, args.dlq or f"{s}:dlq") for s in
-                          consumers.discover(admin.spec, args.stream_pattern, exclude)]
+                          discovery.discover(admin.spec, args.stream_pattern, exclude)]
                 table = "\n\n".join([f"{len(result)} streams match "
                                       f"{args.stream_pattern!r}",
                                       *(format_status(x) for x in result)])

@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Mapping
 
 from .errors import ConfigError, EventBusError
-from .redisio import ConnectionSpec, ConsumerOps, consumer_taken_over, consumers
+from .redisio import ConnectionSpec, ConsumerOps, consumer_taken_over, leases
 
 log = logging.getLogger("spark_eventbus")
 
@@ -88,13 +88,13 @@ class ConsumerLease:
         for op in ops:
             op.lease_token = ""
         try:
-            consumers.leases(ops, "release", run, self.owner, self._ttl(), self.heartbeat)
+            leases.leases(ops, "release", run, self.owner, self._ttl(), self.heartbeat)
         except EventBusError as exc:
             log.debug("spark-eventbus: could not release the consumer leases: %s", exc)
 
     def _take(self, ops: dict[str, ConsumerOps], run: str) -> None:
         # One pipelined acquire of every lease; only those another query holds are waited for.
-        first = consumers.leases(list(ops.values()), "acquire", run, self.owner, self._ttl(),
+        first = leases.leases(list(ops.values()), "acquire", run, self.owner, self._ttl(),
                                  self.heartbeat)
         for (name, op), (status, holder, pttl) in zip(ops.items(), first, strict=True):
             if status == "held":
@@ -132,7 +132,7 @@ class ConsumerLease:
         """Before the first lease: this process's heartbeat. A user whose ACL rule predates
         it (no ``~{eventbus:*}:eventbus:alive``) keeps one short lease per stream instead."""
         try:
-            consumers.heartbeat(self.spec, self.owner, LEASE_TTL_MS)
+            leases.heartbeat(self.spec, self.owner, LEASE_TTL_MS)
         except ConfigError as exc:
             self.heartbeat = False
             log.warning("spark-eventbus: the Redis user may not write the consumer leases' "
@@ -155,7 +155,7 @@ class ConsumerLease:
                 last, watched = None, holder
             if len(parts) > 2 and parts[2] == "hb":  # alive while its heartbeat is
                 try:
-                    beat = consumers.heartbeat_ms(self.spec, parts[1])
+                    beat = leases.heartbeat_ms(self.spec, parts[1])
                 except ConfigError as exc:  # NOPERM: a rule without the heartbeat pattern
                     raise ConfigError(
                         f"stream {op.stream!r}: option 'consumer' = {self.consumer!r} of group "
@@ -165,8 +165,9 @@ class ConsumerLease:
                         "to its ACL rule (eventbus acl-rule streaming-reader), or give this "
                         f"query its own .option('consumer', …). ({exc})") from exc
                 if beat == -2:  # expired: the holder is gone, its lease is ours
-                    status, holder, pttl = op.lease("steal", run, self.owner, self._ttl(),
-                                                    self.heartbeat, holder)
+                    status, holder, pttl = leases.leases([op], "steal", run, self.owner,
+                                                          self._ttl(), self.heartbeat,
+                                                          holder)[0]
                     continue
                 if last is not None and beat > last + 500:
                     break  # renewed: its holder is alive
@@ -175,8 +176,8 @@ class ConsumerLease:
                 continue
             time.sleep(0.25)
             before = pttl
-            status, holder, pttl = op.lease("acquire", run, self.owner, self._ttl(),
-                                            self.heartbeat)
+            status, holder, pttl = leases.leases([op], "acquire", run, self.owner,
+                                                  self._ttl(), self.heartbeat)[0]
             if status == "held" and pttl > before + 500 and \
                     not holder.endswith(" hb"):
                 break  # renewed: its holder is alive
@@ -193,13 +194,13 @@ class ConsumerLease:
                 if self.heartbeat:
                     # a heartbeat that had expired (a stalled driver): another query may have
                     # taken the leases over; renew them all now to find out
-                    lapsed = not consumers.heartbeat(self.spec, self.owner, LEASE_TTL_MS)
+                    lapsed = not leases.heartbeat(self.spec, self.owner, LEASE_TTL_MS)
                     if not lapsed and \
                             (time.monotonic() - self._renewed_all) * 4000 < LEASE_KEY_TTL_MS:
                         continue
                 if run is None:
                     continue
-                replies = consumers.leases(list(ops.values()), "renew", run, self.owner,
+                replies = leases.leases(list(ops.values()), "renew", run, self.owner,
                                            self._ttl(), self.heartbeat)
                 self._renewed_all = time.monotonic()
             except EventBusError as exc:
@@ -222,9 +223,9 @@ class ConsumerLease:
 
     def _give_back_all(self, run: str) -> None:
         try:
-            consumers.leases(list(self.ops.values()), "release", run, self.owner,
+            leases.leases(list(self.ops.values()), "release", run, self.owner,
                              self._ttl(), self.heartbeat)
             if self.heartbeat:
-                consumers.stop_heartbeat(self.spec, self.owner)
+                leases.stop_heartbeat(self.spec, self.owner)
         except EventBusError as exc:
             log.debug("spark-eventbus: could not release the consumer leases: %s", exc)

@@ -11,21 +11,25 @@
 * :mod:`.durability` — WAIT/WAITAOF barriers after the writes the guarantees rest on.
 * :mod:`.produce` — a chunk of XADDs with its idempotency marker as one transaction.
 * :mod:`.markers` — the sink's marker registry and marker pruning after a commit.
-* :mod:`.group` — what one consumer of one group does on one stream (claims, plans, acks).
-* :mod:`.consumers` — the same for many streams at once, pipelined per node.
+* :mod:`.wire` — the one wire: many commands in one round trip, on redis-py's public API.
+* :mod:`.group` — one consumer of one group on one stream: the commands of each concern, and
+  group creation. Each concern below takes a list of them (one stream is a list of one) and
+  is pipelined per node: :mod:`.claims` (claims, reclaims), :mod:`.acks`, :mod:`.plans`
+  (claim plans, loss records), :mod:`.probes` (group state, news, lag, progress),
+  :mod:`.leases` (consumer leases, heartbeat), :mod:`.discovery` (``streamPattern``).
 * :mod:`.losses` — entries a replayed batch no longer finds: per-ID replay, acks, loss records.
 """
 
 from __future__ import annotations
 
-from . import consumers
+from . import acks, claims, discovery, leases, plans, probes
 from .base import RedisError, ResponseError
 from .boundary import GROUP_GONE_FIX, redis_errors, translate
 from .capabilities import capabilities_of, check_scripting, server_capabilities
 from .client import ConnectionSpec, Redis, client, is_cluster, new_client
 from .deadletter import dead_letter, dead_letter_entries, replay_page
 from .durability import WAIT_MEMBER, Barrier, ReplicationError, preflight, wait_for_writes
-from .group import ClaimResult, ConsumerOps, GroupStats, ReclaimResult, consumer_taken_over
+from .group import ClaimResult, ConsumerOps, ReclaimResult, consumer_taken_over, ensure_groups
 from .losses import (
     accept_losses,
     ack_gone,
@@ -35,6 +39,7 @@ from .losses import (
     xrange_each,
 )
 from .markers import delete_keys, forget_batches, record_markers
+from .probes import GroupStats, Probe
 from .produce import NO_TRIM, Trim, add_chunk, write_chunk
 from .scripts import run_script, script_text
 from .streams import (
@@ -59,6 +64,7 @@ __all__ = [
     "ConnectionSpec",
     "ConsumerOps",
     "GroupStats",
+    "Probe",
     "ReclaimResult",
     "Redis",
     "RedisError",
@@ -68,22 +74,28 @@ __all__ = [
     "accept_losses",
     "ack_entries",
     "ack_gone",
+    "acks",
     "add_chunk",
     "capabilities_of",
     "check_scripting",
     "check_streams",
+    "claims",
     "client",
     "consumer_taken_over",
-    "consumers",
     "dead_letter",
     "dead_letter_entries",
     "delete_keys",
+    "discovery",
+    "ensure_groups",
     "forget_batches",
     "is_cluster",
     "key_type",
+    "leases",
     "loss_records",
     "new_client",
+    "plans",
     "preflight",
+    "probes",
     "record_losses",
     "record_markers",
     "redis_errors",

@@ -62,6 +62,21 @@ def read_replies(conn: Any, n: int) -> list[Any]:
     return out
 
 
+def as_map(reply: Any) -> dict[Any, Any]:
+    """A RESP3 map reply as it comes (a dict), or a RESP2 flat list of pairs as one."""
+    if isinstance(reply, dict):
+        return reply
+    return dict(zip(reply[0::2], reply[1::2], strict=True))
+
+
+def raise_first(replies: list[Any]) -> list[Any]:
+    """``replies`` of :func:`pipeline`, the first error among them raised."""
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
 def is_no_such_key(reply: Any, *, or_wrong_type: bool = True) -> bool:
     """An error reply (or raised error) of ``XINFO`` on a missing key (``no such key``) or,
     with ``or_wrong_type``, on a key that is not a stream (``WRONGTYPE``): the one place this

@@ -185,7 +185,7 @@ def test_a_many_streams_rule_from_before_xread_and_heartbeat_still_reads_every_e
     produce(r, streams[5], 3)
     nxt = BatchOffset.from_json(reader.latestOffset(end, ReadAllAvailable()))
     assert list(nxt.streams) == [streams[5]] and nxt.streams[streams[5]].count == 3
-    assert reader.driver.claimer.watch is False
+    assert reader.driver.claimer.probes.watch is False
     assert reader.driver.lease.heartbeat is False  # a short lease per stream, as before
     assert 0 < r.pttl(lease_key(streams[0], "g", "spark-g")) <= 15_000
     reader.stop()

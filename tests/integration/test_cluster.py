@@ -20,6 +20,8 @@ from spark_eventbus.offsets import StreamBatch
 from spark_eventbus.redisio import (
     ConnectionSpec,
     ConsumerOps,
+    acks,
+    claims,
     client,
     dead_letter,
     is_cluster,
@@ -353,7 +355,7 @@ def test_acks_of_claimed_ids_follow_a_slot_that_is_moving_or_moved(redis_cluster
     produce(r, stream, 300)
     r.xgroup_create(stream, "g", "0")
     ops = ConsumerOps(ConnectionSpec(redis_cluster.url), stream, "g", "c", cache_ack_ids=True)
-    claimed = ops.claim(300, "run", 1, None, True).chunk
+    claimed = claims.claim([claims.ClaimAsk(ops, 300, None)], "run", 1, True)[0].chunk
     assert claimed is not None and claimed.count == 300
     slot = key_slot(stream)
     other = next(n for n in redis_cluster.nodes if n is not redis_cluster.node_of_slot(slot))
@@ -361,7 +363,7 @@ def test_acks_of_claimed_ids_follow_a_slot_that_is_moving_or_moved(redis_cluster
     try:
         if phase == "moved":
             redis_cluster.finish_move(slot, other)
-        assert ops.ack(StreamBatch(chunks=(claimed,))) == 300
+        assert acks.ack([(ops, StreamBatch(chunks=(claimed,)))]) == 300
         assert pending(r, stream, "g") == 0
     finally:
         redis_cluster.finish_move(slot, other)
@@ -380,7 +382,7 @@ def _split_slot(redis_cluster, prefix: str):  # type: ignore[no-untyped-def]
     produce(r, stream, 100)
     r.xgroup_create(stream, "g", "0")
     ops = ConsumerOps(ConnectionSpec(redis_cluster.url), stream, "g", "c")
-    assert ops.claim(40, "run", 1, None, True).chunk.count == 40
+    assert claims.claim([claims.ClaimAsk(ops, 40, None)], "run", 1, True)[0].chunk.count == 40
     slot = key_slot(stream)
     source = redis_cluster.node_of_slot(slot)
     other = next(n for n in redis_cluster.nodes if n is not source)
@@ -406,13 +408,13 @@ def test_a_claim_while_a_slots_keys_stay_split_fails_retriable_and_claims_nothin
     r, stream, ops, slot, source, other = _split_slot(redis_cluster, "split")
     try:
         with pytest.raises(EventBusConnectionError, match="resharding") as err:
-            ops.claim(40, "run", 2, None, True)
+            claims.claim([claims.ClaimAsk(ops, 40, None)], "run", 2, True)[0]
         assert err.value.retriable
         assert pending(r, stream, "g") == 40  # nothing more was claimed
     finally:
         _heal(redis_cluster, source, other, slot)
-    assert ops.claim(40, "run", 2, None, True).chunk.count == 40
-    assert ops.claim(40, "run", 3, None, True).chunk.count == 20
+    assert claims.claim([claims.ClaimAsk(ops, 40, None)], "run", 2, True)[0].chunk.count == 40
+    assert claims.claim([claims.ClaimAsk(ops, 40, None)], "run", 3, True)[0].chunk.count == 20
     assert pending(r, stream, "g") == 100
 
 
@@ -432,7 +434,7 @@ def test_a_claim_rides_over_a_short_split_of_its_slots_keys(redis_cluster):
     healer = threading.Thread(target=heal)
     healer.start()
     try:
-        got = ops.claim(100, "run", 2, None, True)
+        got = claims.claim([claims.ClaimAsk(ops, 100, None)], "run", 2, True)[0]
     finally:
         healer.join()
         redis_cluster.finish_move(slot, other)

@@ -234,7 +234,7 @@ def test_committed_chunks_are_acked_by_their_claimed_ids_with_fallbacks(own_redi
     """Chunks whose IDs the claim returned are acked with plain XACKs (no XPENDING); chunks
     beyond the ID cache budget are acked with ack_range; a cached chunk whose XACK hits a dead
     connection is acked through the client's retries. Either way nothing stays pending."""
-    from spark_eventbus.redisio import ConnectionSpec, ConsumerOps
+    from spark_eventbus.redisio import ConnectionSpec, ConsumerOps, acks, claims
     from spark_eventbus.redisio import group as commands
 
     own_redis.start()
@@ -244,24 +244,25 @@ def test_committed_chunks_are_acked_by_their_claimed_ids_with_fallbacks(own_redi
     ops = ConsumerOps(ConnectionSpec(own_redis.url), names["stream"], names["group"], "c",
                     cache_ack_ids=True)
     monkeypatch.setattr(commands, "ACK_ID_CACHE_BYTES", 1)  # only the first claim is cached
-    chunks = [ops.claim(1_000, "run", 1, None, True).chunk for _ in range(3)]
+    chunks = [claims.claim([claims.ClaimAsk(ops, 1_000, None)], "run", 1, True)[0].chunk
+              for _ in range(3)]
     assert all(c is not None and c.count == 1_000 for c in chunks)
 
     def xpending_calls() -> int:
         return int(r.info("commandstats").get("cmdstat_xpending", {}).get("calls", 0))
 
     before = xpending_calls()
-    assert ops.ack(StreamBatch((chunks[0],))) == 1_000
+    assert acks.ack([(ops, StreamBatch((chunks[0],)))]) == 1_000
     assert xpending_calls() == before  # plain XACK of the claimed IDs
-    assert ops.ack(StreamBatch(tuple(chunks[1:]))) == 2_000
+    assert acks.ack([(ops, StreamBatch(tuple(chunks[1:])))]) == 2_000
     assert xpending_calls() > before  # not cached: ack_range reads the PEL
     assert pending(r, names["stream"], names["group"]) == 0
 
     monkeypatch.setattr(commands, "ACK_ID_CACHE_BYTES", 64 * 1024 * 1024)
-    last = ops.claim(1_000, "run", 2, None, True).chunk
+    last = claims.claim([claims.ClaimAsk(ops, 1_000, None)], "run", 2, True)[0].chunk
     assert last is not None and last.count == 1_000
     own_redis.restart()  # the pooled connection is dead now; the data survives (AOF)
-    assert ops.ack(StreamBatch((last,))) == 1_000
+    assert acks.ack([(ops, StreamBatch((last,)))]) == 1_000
     assert pending(r, names["stream"], names["group"]) == 0
 
 
@@ -303,7 +304,7 @@ def test_a_claim_whose_reply_was_lost_and_retried_records_both_reads(redis_serve
     """redis-py retries an XREADGROUP whose reply a dropped connection lost: the first read's
     entries are pending too, and the record step puts them into the plan with the second
     read's chunk, so none waits for reclaim."""
-    from spark_eventbus.redisio import ConnectionSpec, ConsumerOps
+    from spark_eventbus.redisio import ConnectionSpec, ConsumerOps, claims, plans
     from spark_eventbus.redisio.scripts import run_script
 
     r = redis_server.client()
@@ -318,10 +319,10 @@ def test_a_claim_whose_reply_was_lost_and_retried_records_both_reads(redis_serve
     extra = run_script(ops.redis, "claim_record", [ops.stream, ops.plan_key],
                        [ops.group, ops.consumer, "run", "1", first, last, len(got)])
     assert extra == 300
-    plan = ops.load_plan("run", 1)
+    plan = plans.plans([ops], "run", 1)[0]
     assert [c.first for c in plan.chunks] == [ids[300]] and plan.chunks[0].count == 300
     assert [i for i, _ in plan.reclaimed] == ids[:300]
     # A later claim for the same batch continues after both reads.
-    nxt = ops.claim(100, "run", 1, None, True)
+    nxt = claims.claim([claims.ClaimAsk(ops, 100, None)], "run", 1, True)[0]
     assert nxt.chunk is not None and nxt.chunk.first == ids[600]
-    assert ops.load_plan("run", 1).count == 700
+    assert plans.plans([ops], "run", 1)[0].count == 700

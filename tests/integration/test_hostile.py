@@ -186,16 +186,16 @@ def test_progress_of_a_stream_removed_since_the_last_claim_is_unknown_not_an_err
     # Spark asks for progress (reportLatestOffset) right after latestOffset, which may have
     # claimed in the background before the stream went away: progress must not end the query
     # with a bare "no such key"; the next claim ends it with the error that names the change.
-    from spark_eventbus.redisio import ConnectionSpec, ConsumerOps
+    from spark_eventbus.redisio import ConnectionSpec, ConsumerOps, ensure_groups, probes
 
     r = redis_server.client()
     stream = _name()
     produce(r, stream, 3)
     ops = ConsumerOps(ConnectionSpec(redis_server.url), stream, "g", "c")
-    ops.ensure_group("earliest")
-    assert ops.stats().pending == 0
+    ensure_groups([ops], "earliest")
+    assert probes.stats([ops])[0].pending == 0
     r.delete(stream)
     if change == "replaced by a string":
         r.set(stream, "not a stream")
-    stats = ops.stats()
+    stats = probes.stats([ops])[0]
     assert (stats.pending, stats.lag, stats.last_delivered) == (None, None, None)

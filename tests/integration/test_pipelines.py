@@ -84,14 +84,14 @@ def test_a_claim_record_sent_twice_records_its_chunk_once(redis_server, names):
     """A pipeline retried after its connection broke while reading the replies sends every
     claim_record.lua again: the plan must not hold the chunk twice (its entries would ship
     twice in one batch)."""
-    from spark_eventbus.redisio import ConsumerOps
+    from spark_eventbus.redisio import ConsumerOps, ensure_groups, plans
 
     spec = connection_spec(redis_server.url)
     r = redis_server.client()
     for i in range(3):
         r.xadd(names["stream"], {"n": str(i)})
     op = ConsumerOps(spec, names["stream"], names["group"], "c")
-    op.ensure_group("earliest")
+    ensure_groups([op], "earliest")
     intent = run_scripts(op.redis, "claim", [op.claim_intent("run1", 1, None, True)])[0]
     assert text(intent[0]) == "read"
     entries = client(spec, raw_entries=True).execute_command(*op.xreadgroup(10))
@@ -101,7 +101,7 @@ def test_a_claim_record_sent_twice_records_its_chunk_once(redis_server, names):
     assert chunk is not None and chunk.count == 3
     for _ in range(2):  # the retry
         run_scripts(op.redis, "claim_record", [op.claim_record("run1", 1, chunk)])
-    plan = op.load_plan("run1", 1)
+    plan = plans.plans([op], "run1", 1)[0]
     assert plan.chunks == (chunk,) and plan.count == 3
 
 

@@ -9,7 +9,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
-from spark_eventbus.redisio import ConnectionSpec, consumers
+from spark_eventbus.redisio import ConnectionSpec, ensure_groups, probes
 from spark_eventbus.redisio.group import ConsumerOps
 from tests.harness.redis_sentinel import ReplicaServer
 from tests.harness.redis_server import RedisServer
@@ -30,23 +30,23 @@ def test_lag_is_not_the_streams_length_when_the_servers_entries_read_cannot_be_r
     r.xgroup_create(stream, group, id="0")
     r.xreadgroup(group, "c", {stream: ">"}, count=100)
     ops = ConsumerOps(ConnectionSpec(redis_server.url), stream, group, "c")
-    assert ops.stats().lag == 0
+    assert probes.stats([ops])[0].lag == 0
     last = r.xinfo_groups(stream)[0]["last-delivered-id"]
     r.execute_command("XGROUP", "SETID", stream, group, last, "ENTRIESREAD", 0)
     assert r.xinfo_groups(stream)[0]["lag"] == 50  # what the server says
-    assert ops.stats().lag == 0
+    assert probes.stats([ops])[0].lag == 0
     produce(r, stream, 5, start=50)
     assert r.xinfo_groups(stream)[0]["lag"] == 55
-    assert ops.stats().lag is None
+    assert probes.stats([ops])[0].lag is None
     r.xreadgroup(group, "c", {stream: ">"}, count=100)  # the server counts on from 0
     assert r.xinfo_groups(stream)[0]["lag"] == 50  # still wrong: nothing is left to read
-    assert ops.stats().lag == 0
+    assert probes.stats([ops])[0].lag == 0
     # A group made at `earliest` sits just before the first entry with entries-read 0, which is
     # right: every entry is lag (the reader's pipelined probe and ConsumerOps agree).
     fresh = ConsumerOps(ConnectionSpec(redis_server.url), stream, group + "-new", "c")
-    assert fresh.ensure_group("earliest")
-    assert fresh.stats().lag == 55
-    assert consumers.probe([fresh])[0].stats().lag == 55
+    assert ensure_groups([fresh], "earliest")[0]
+    assert probes.stats([fresh])[0].lag == 55
+    assert probes.probe([fresh])[0].stats().lag == 55
 
 
 @pytest.fixture
@@ -138,11 +138,11 @@ def test_progress_with_redis_unreachable_is_unknown_not_a_failed_query(tmp_path,
         r.xgroup_create(stream, group, id="0")
         ops = ConsumerOps(ConnectionSpec(server.url, failover_timeout_ms=1000), stream, group,
                           "c")
-        assert ops.stats().lag == 10
+        assert probes.stats([ops])[0].lag == 10
         server.kill()
-        stats = ops.stats()
+        stats = probes.stats([ops])[0]
         assert (stats.pending, stats.lag, stats.last_delivered) == (None, None, None)
         server.start()
-        assert ops.stats().lag == 10  # the same client reconnects
+        assert probes.stats([ops])[0].lag == 10  # the same client reconnects
     finally:
         server.stop()

@@ -1,0 +1,35 @@
+"""The streams of a subscription by pattern (``streamPattern``): which match
+(:func:`discover`), and which of those subscribed are gone (:func:`missing`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..keys import PREFIX
+from .boundary import redis_errors
+from .client import ConnectionSpec, client
+from .group import ConsumerOps, where
+from .streams import text
+from .wire import pipeline, raise_first
+
+
+def discover(spec: ConnectionSpec, pattern: str, exclude: Sequence[str] = ()) -> list[str]:
+    """The streams whose names match ``pattern`` (a Redis glob): ``SCAN MATCH … TYPE stream``,
+    on every master of a cluster (redis-py's cluster ``scan_iter`` visits each), sorted. The
+    connector's own keys (``{…}:eventbus:…``) and ``exclude`` (the dead-letter stream) never
+    count."""
+    r = client(spec)
+    with redis_errors(f"looking for streams matching {pattern!r}", spec):
+        found = {text(k) for k in r.scan_iter(match=pattern, count=1000, _type="stream")}
+    own = f":{PREFIX}:"
+    return sorted(k for k in found if k not in exclude
+                  and not (k.startswith("{") and own in k))
+
+
+def missing(ops: Sequence[ConsumerOps]) -> list[str]:
+    """The streams of ``ops`` that do not exist (``TYPE`` is ``none``), pipelined."""
+    if not ops:
+        return []
+    with redis_errors(f"checking streams ({where(ops)})", ops[0].spec):
+        kinds = raise_first(pipeline(ops[0].redis, [("TYPE", op.stream) for op in ops]))
+    return [op.stream for op, kind in zip(ops, kinds, strict=True) if text(kind) == "none"]

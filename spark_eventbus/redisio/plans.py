@@ -1,0 +1,95 @@
+"""Claim plans and loss records, many streams at once (a single stream is a list of one),
+pipelined per node: the plan of the batch being planned (:func:`plans`), the committed
+batches' plans (:func:`committed_plans`, :func:`drop_plans`), their loss records
+(:func:`settle_all_losses`), and the bookkeeping of streams that left a pattern
+(:func:`forget`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..keys import loss_key
+from ..offsets import StreamBatch
+from .boundary import redis_errors
+from .group import ConsumerOps, where
+from .losses import settle_losses
+from .scripts import run_scripts
+from .streams import text
+from .wire import as_map, pipeline, raise_first
+
+
+def plans(ops: Sequence[ConsumerOps], run: str, seq: int) -> list[StreamBatch]:
+    """What was already claimed for batch (run, seq) on each stream: pre-claimed, or left by
+    a crash (``plan_load.lua`` closes a claim cut short between ``claim.lua`` and
+    ``claim_record.lua`` first). The streams without a plan for ``seq`` (the quiet ones) cost
+    one pipelined ``HEXISTS`` each; the others one pipelined script call."""
+    if not ops:
+        return []
+    with redis_errors(f"reading claim plans ({where(ops)})", ops[0].spec):
+        exists = raise_first(pipeline(ops[0].redis, [("HEXISTS", op.plan_key, str(seq))
+                                                     for op in ops]))
+        there = [op for op, found in zip(ops, exists, strict=True) if found]
+        raw = run_scripts(ops[0].redis, "plan_load", [op.plan_load(run, seq) for op in there])
+    loaded = {op.stream: _plan(r, run) for op, r in zip(there, raw, strict=True)}
+    return [loaded.get(op.stream, StreamBatch()) for op in ops]
+
+
+def _plan(raw: Any, run: str) -> StreamBatch:
+    if not raw:
+        return StreamBatch()
+    plan = json.loads(raw)
+    if plan.get("run") != run:
+        return StreamBatch()
+    return StreamBatch.from_json(plan)
+
+
+def committed_plans(ops: Sequence[ConsumerOps], committed_seq: int
+                    ) -> list[dict[str, dict[str, Any]]]:
+    """Each stream's plans of batches Spark has committed (seq <= ``committed_seq``), by
+    field, pipelined."""
+    if not ops:
+        return []
+    with redis_errors(f"reading claim plans ({where(ops)})", ops[0].spec):
+        raw = raise_first(pipeline(ops[0].redis, [("HGETALL", op.plan_key) for op in ops]))
+    return [{text(f): json.loads(v) for f, v in as_map(r).items() if int(f) <= committed_seq}
+            for r in raw]
+
+
+def settle_all_losses(ops: Sequence[ConsumerOps], run: str, seq: int) -> tuple[int, int]:
+    """Batch ``seq`` of ``run`` is committed: drop every stream's loss records (and older
+    ones), for ``lostEntries``; streams without loss records (nearly
+    all) cost one pipelined ``PTTL`` each (-2: no such key; ``PTTL``, not ``EXISTS``, is in
+    the streaming reader's ACL rule already). Returns the summed (entries, ranges)."""
+    if not ops:
+        return 0, 0
+    with redis_errors(f"settling loss records ({where(ops)})", ops[0].spec):
+        found = raise_first(pipeline(ops[0].redis, [
+            ("PTTL", loss_key(op.stream, op.group, op.consumer)) for op in ops]))
+        entries = ranges = 0
+        for op, there in zip(ops, found, strict=True):
+            if there != -2:
+                e, r = settle_losses(op.redis, op.stream, op.group, op.consumer, run, seq)
+                entries, ranges = entries + e, ranges + r
+    return entries, ranges
+
+
+def drop_plans(ops: Sequence[ConsumerOps], fields: Sequence[Sequence[str]]) -> None:
+    """Delete plans, pipelined: the offsets in Spark's checkpoint cover those batches now."""
+    todo = [(op, list(f)) for op, f in zip(ops, fields, strict=True) if f]
+    if not todo:
+        return
+    with redis_errors(f"pruning claim plans ({where(ops)})", ops[0].spec):
+        raise_first(pipeline(todo[0][0].redis, [("HDEL", op.plan_key, *f) for op, f in todo]))
+
+
+def forget(ops: Sequence[ConsumerOps]) -> None:
+    """Streams that left a pattern subscription (deleted): drop this consumer's claim plans,
+    loss records and lease of each."""
+    if not ops:
+        return
+    with redis_errors(f"dropping the bookkeeping of {where(ops)}", ops[0].spec):
+        raise_first(pipeline(ops[0].redis, [
+            ("DEL", key) for op in ops
+            for key in (op.plan_key, loss_key(op.stream, op.group, op.consumer), op.lease_key)]))

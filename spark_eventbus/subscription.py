@@ -1,0 +1,68 @@
+"""Which streams a query reads (driver), as Spark's Kafka source has its ``ConsumerStrategy``:
+the streams of option ``stream`` (fixed), or those matching ``streamPattern``, looked for again
+every ``discoveryIntervalMs``. A stream joins with its group created at ``startingPosition``
+if missing; a stream that no longer matches and no longer exists leaves.
+
+What joining and leaving mean for the consumer leases and the bookkeeping is the driver's
+(:meth:`.driver.ReaderDriver.rediscover`); this module only keeps the list."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+from .options import ReaderOptions
+from .redisio import ConsumerOps, discovery, ensure_groups
+
+log = logging.getLogger("spark_eventbus")
+
+
+class Subscription:
+    def __init__(self, opts: ReaderOptions) -> None:
+        assert opts.group is not None
+        self.opts = opts
+        # The streams read, by name: one ConsumerOps each. The claimer, the lease and the
+        # probe cache hold this very dict (streams join and leave between batches only).
+        self.ops: dict[str, ConsumerOps] = {}
+        self.discovered_at = time.monotonic()
+        names = opts.streams if opts.stream_pattern is None else self._discover()
+        self.join(names)
+
+    def _discover(self) -> list[str]:
+        o = self.opts
+        assert o.stream_pattern is not None
+        self.discovered_at = time.monotonic()
+        exclude = [o.dead_letter_stream] if o.dead_letter_stream else []
+        return discovery.discover(o.connection, o.stream_pattern, exclude)
+
+    def join(self, names: Sequence[str]) -> list[ConsumerOps]:
+        """Streams join: their groups are created at ``startingPosition`` if missing. Returns
+        those that were not subscribed yet."""
+        o = self.opts
+        assert o.group is not None
+        new = [ConsumerOps(o.connection, s, o.group, o.consumer_name,
+                           cache_ack_ids=o.ack_mode == "commit")
+               for s in dict.fromkeys(names) if s not in self.ops]
+        for op, made in zip(new, ensure_groups(new, o.starting_position), strict=True):
+            if made:
+                log.info("spark-eventbus: created consumer group %r on stream %r at %s",
+                         o.group, op.stream, o.starting_position)
+            self.ops[op.stream] = op
+        return new
+
+    def due(self) -> bool:
+        """``streamPattern``: whether ``discoveryIntervalMs`` has passed since the last look."""
+        o = self.opts
+        return o.stream_pattern is not None and \
+            (time.monotonic() - self.discovered_at) * 1000 >= o.discovery_interval_ms
+
+    def refresh(self) -> tuple[list[ConsumerOps], list[ConsumerOps]]:
+        """Look for the pattern's streams again: (the streams that left, those that joined).
+        A stream not found by ``SCAN`` leaves only once confirmed gone (a cluster SCAN can
+        miss a key being migrated)."""
+        names = self._discover()
+        found = set(names)
+        gone = discovery.missing([op for s, op in self.ops.items() if s not in found])
+        left = [self.ops.pop(s) for s in gone]
+        return left, self.join(names)
