@@ -18,6 +18,10 @@ turn, on one ``redis-server``, against the same data:
   ``--many-entries`` entries in all (spread evenly), one ``Trigger.AvailableNow`` query with
   default options after the warm-up; nothing may stay pending. Also timed: a plain redis-py
   loop (one ``XREADGROUP`` over all N streams, ``COUNT 1000``, then ``XACK``) on the same data;
+* ``latency``: eventbus → eventbus (default trigger, ``local[2]``) while a thread of the same
+  driver adds 5,000 entries/s for 15 s; the figure is the median latency (target entry's ID time
+  minus its source entry's, both Redis's clock) from 5 s after the producer started, in ms
+  (``make bench``'s latency part, shorter);
 * K rounds of (each part at each revision), the revisions' order rotated each round (in a pair
   of runs, the later one tends to be slower); it prints each run and the median per revision.
 
@@ -38,6 +42,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 WARMUP = 20_000
@@ -56,7 +61,9 @@ def measure(part: str, url: str, tag: str, rows_file: str) -> dict[str, object]:
              .config("spark.driver.memory", "4g").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark_eventbus.register(spark)
-    if part == "reader" or part.startswith("many:"):
+    if part == "latency":
+        seconds = _latency(spark, url, tag) / 1000
+    elif part == "reader" or part.startswith("many:"):
         many = part.startswith("many:")
 
         def run(stream: str, group: str) -> float:
@@ -93,8 +100,56 @@ def measure(part: str, url: str, tag: str, rows_file: str) -> dict[str, object]:
     return {"seconds": seconds, "driver": spark_eventbus.__file__, "worker": worker_copy}
 
 
+def _latency(spark: Any, url: str, tag: str, rate: int = 5_000, seconds: float = 15) -> float:
+    """The settled median latency in ms of an eventbus → eventbus query at ``rate``/s."""
+    import redis
+    from pyspark.sql import functions as F
+
+    r = redis.Redis.from_url(url)
+    src, dst = f"cmp:lat:{tag}", f"cmp:lat:{tag}:out"
+    q = (spark.readStream.format("eventbus").option("url", url).option("stream", src)
+         .option("group", "lat").option("startingPosition", "earliest").load()
+         .select(F.map_concat("fields", F.create_map(F.lit("src"), F.col("id")))
+                 .alias("fields"))
+         .writeStream.format("eventbus").option("url", url).option("stream", dst)
+         .option("checkpointLocation", tempfile.mkdtemp(prefix="cmp-lat-")).start())
+    while not any("addBatch" in p["durationMs"] for p in q.recentProgress):
+        time.sleep(0.1)
+    payload = b'{"order_id": 0, "note": "' + b"x" * 150 + b'"}'
+    produced, start = 0, time.time()
+    while time.time() - start < seconds:
+        due = int((time.time() - start) * rate)
+        if due > produced:
+            pipe = r.pipeline(transaction=False)
+            for _ in range(due - produced):
+                pipe.xadd(src, {"payload": payload})
+            pipe.execute()
+            produced = due
+        time.sleep(0.005)
+    deadline = time.time() + 60
+    while r.xlen(dst) < produced and time.time() < deadline:
+        time.sleep(0.2)
+    q.stop()
+    t0 = int(start * 1000)
+    settled = []
+    for entry_id, fields in r.xrange(dst):
+        src_ms = int(fields[b"src"].split(b"-")[0])
+        if src_ms - t0 >= 5000:
+            settled.append(int(entry_id.split(b"-")[0]) - src_ms)
+    assert r.xlen(dst) == produced, (r.xlen(dst), produced)
+    r.delete(src, dst)
+    return float(statistics.median(settled))
+
+
 def many_streams(n: int) -> list[str]:
     return [f"cmp:many:{n}:{i}" for i in range(n)]
+
+
+def _figure(part: str, seconds: float, args: argparse.Namespace) -> str:
+    if part == "latency":
+        return f"p50 {seconds * 1000:6.0f} ms (from 5 s on)"
+    n = args.many_entries if part.startswith("many:") else args.entries
+    return f"{seconds:6.2f} s {n / seconds:>9,.0f} rows/s"
 
 
 def main() -> None:
@@ -189,20 +244,18 @@ def main() -> None:
                             left = sum(int(g["pending"]) for gs in infos for g in gs
                                        if g["name"].decode() == tag)
                             assert (done, left) == (args.many_entries, 0), (rev, done, left)
-                        else:
+                        elif part == "sink":
                             assert r.xlen(f"cmp:sink:{tag}") == args.entries, rev
                             r.delete(f"cmp:sink:{tag}", f"cmp:warm:{tag}")
                         seconds = float(res["seconds"])
                         times.setdefault((part, rev), []).append(seconds)
-                        n = args.many_entries if part.startswith("many:") else args.entries
-                        print(f"round {k} {part:<6} {rev:<12} {seconds:6.2f} s "
-                              f"{n / seconds:>9,.0f} rows/s", flush=True)
+                        print(f"round {k} {part:<6} {rev:<12} {_figure(part, seconds, args)}",
+                              flush=True)
             print("medians:")
             for (part, rev), xs in times.items():
                 med = statistics.median(xs)
-                n = args.many_entries if part.startswith("many:") else args.entries
-                print(f"  {part:<6} {rev:<12} {med:6.2f} s {n / med:>9,.0f} rows/s "
-                      f"(runs: {', '.join(f'{x:.2f}' for x in xs)})")
+                print(f"  {part:<6} {rev:<12} {_figure(part, med, args)} "
+                      f"(runs: {', '.join(f'{x:.3f}' for x in xs)})")
     finally:
         for tree in trees.values():
             if tree != ROOT:

@@ -1,6 +1,12 @@
 """Layering check (``make lint``): the intra-package import graph of ``spark_eventbus`` has no
-cycle, only ``spark_eventbus/redisio/`` imports redis-py, and no module but the entry points
-(``jobs``) imports the package root.
+cycle, only ``spark_eventbus/redisio/`` imports redis-py, no module but the entry points
+(``jobs``) imports the package root, and the module map of ``docs/architecture.md`` agrees
+with the code: every module has a row, every row a module, each row's "may import" column
+names exactly the package modules it imports (``errors`` aside: every module may), and no
+module imports one of a layer above its own.
+
+``python scripts/check_imports.py --table`` prints what each module imports, in the table's
+notation, to fill a new row in.
 
 Built with :mod:`ast` from the source (nothing is imported). Every import counts, lazy ones in
 functions too (a lazy import hides a cycle, it does not remove it); imports under
@@ -103,6 +109,71 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return cycles
 
 
+DOC = ROOT / "docs" / "architecture.md"
+# The layers of the module map, bottom up: a module imports only from its own or lower ones.
+LAYERS = ("pure core", "Redis access", "reader", "writers", "entry points")
+# Every module may use the error tree without saying so.
+ANYWHERE = {"errors"}
+
+
+def short(module: str) -> str:
+    """``spark_eventbus.redisio.group`` → ``redisio.group``; the root is ``__init__``."""
+    return module[len(PACKAGE) + 1:] if module != PACKAGE else "__init__"
+
+
+def table_rows() -> dict[str, tuple[str, set[str] | None]]:
+    """The module map's rows: module (short name) → (layer, the modules it may import)."""
+    text = DOC.read_text()
+    section = text.split("## Module map", 1)[1].split("\n## ", 1)[0]
+    rows: dict[str, tuple[str, set[str] | None]] = {}
+    layer = ""
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or cells[1].startswith("-") or cells[1] == "module":
+            continue
+        layer = cells[0] or layer
+        path = cells[1].strip("`")
+        if not path.endswith(".py"):
+            continue  # lua/*.lua
+        name = path[:-3].replace("/", ".")
+        name = name[:-len(".__init__")] if name.endswith(".__init__") else name
+        if cells[3] == "its own modules":  # a package's __init__: its re-exports
+            rows[name] = (layer, None)
+            continue
+        allowed = set() if cells[3] in ("nothing", "—") else {
+            "__init__" if part.strip() == "the package root" else part.strip().strip("`")
+            for part in cells[3].split(",") if part.strip()}
+        rows[name] = (layer, allowed)
+    return rows
+
+
+def check_table(graph: dict[str, set[str]]) -> list[str]:
+    rows = table_rows()
+    problems = []
+    actual = {short(m): {short(d) for d in deps} - ANYWHERE for m, deps in graph.items()}
+    for name in sorted(set(actual) - set(rows)):
+        problems.append(f"{name}: no row in docs/architecture.md's module map (its layer, one "
+                        f"sentence, may import: {', '.join(sorted(actual[name])) or 'nothing'})")
+    for name in sorted(set(rows) - set(actual)):
+        problems.append(f"{name}: a row in docs/architecture.md's module map, but no module")
+    for name in sorted(set(rows) & set(actual)):
+        layer, allowed = rows[name]
+        if layer not in LAYERS:
+            problems.append(f"{name}: layer {layer!r} is not one of {', '.join(LAYERS)}")
+            continue
+        if allowed is not None and allowed != actual[name]:
+            problems.append(
+                f"{name}: docs/architecture.md says it may import "
+                f"{', '.join(sorted(allowed)) or 'nothing'}; it imports "
+                f"{', '.join(sorted(actual[name])) or 'nothing'}")
+        for dep in sorted(actual[name]):
+            if dep in rows and rows[dep][0] in LAYERS and \
+                    LAYERS.index(rows[dep][0]) > LAYERS.index(layer):
+                problems.append(f"{name} ({layer}) imports {dep} ({rows[dep][0]}): a layer "
+                                "above its own")
+    return problems
+
+
 def main() -> int:
     paths = sorted((ROOT / PACKAGE).rglob("*.py"))
     modules = {module_name(p) for p in paths}
@@ -123,6 +194,11 @@ def main() -> int:
         graph[name] = {d for d in deps if not d.startswith(name + ".")}
     for cycle in find_cycles(graph):
         problems.append("import cycle: " + " <-> ".join(cycle))
+    if "--table" in sys.argv:
+        for name, deps in sorted(graph.items()):
+            print(f"{short(name)}: {', '.join(sorted(short(d) for d in deps) ) or 'nothing'}")
+        return 0
+    problems += check_table(graph)
     for problem in problems:
         print(f"check_imports: {problem}", file=sys.stderr)
     return 1 if problems else 0

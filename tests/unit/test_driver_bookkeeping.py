@@ -1,0 +1,52 @@
+"""Pure parts of the reader's driver side: the one lag rule (:func:`checked_lag`, which both
+the progress report and ``minEntriesPerTrigger`` apply) and the ledger of what this process
+wrote into which batch's plan (bytes left under ``maxBytesPerTrigger``, the plan scope)."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_eventbus.ledger import BatchLedger
+from spark_eventbus.redisio.probes import checked_lag
+
+
+@pytest.mark.parametrize(("lag", "entries_read", "delivered", "newest", "oldest", "length",
+                          "want"), [
+    (None, 5, "5-0", "9-0", None, None, None),  # the server does not know: unknown
+    (0, 5, "5-0", "9-0", None, None, 0),  # nothing to read, by the server's own count
+    (4, 5, "5-0", "9-0", None, None, 4),  # entries after the last delivered one: trusted
+    (40, 5, "9-0", "9-0", None, None, 0),  # nothing after the last delivered ID: 0
+    (40, 5, "5-0", None, None, None, 0),  # the stream is empty: 0
+    (40, 0, "5-0", "9-0", "3-0", 7, None),  # entries-read 0 after deliveries: unknown...
+    (40, 0, "5-0", "9-0", "6-0", 4, 4),  # ...unless every entry is after the last delivered
+    (40, 0, "0-0", "9-0", "1-0", 9, 40),  # nothing delivered yet: the server's count stands
+    (4, 5, None, "9-0", None, None, 4),  # no position known: as the server says
+])
+def test_the_lag_rule(lag: int | None, entries_read: int, delivered: str | None,
+                      newest: str | None, oldest: str | None, length: int | None,
+                      want: int | None) -> None:
+    assert checked_lag(lag, entries_read, delivered, newest, oldest, length) == want
+
+
+def test_the_ledger_counts_bytes_per_batch_and_keeps_only_recent_batches() -> None:
+    ledger = BatchLedger(max_bytes_per_trigger=1_000)
+    assert ledger.bytes_left("r", 1) == (1_000, True)
+    ledger.count("r", 1, 3, 600)
+    assert ledger.bytes_left("r", 1) == (400, False)
+    assert ledger.knows_size("r", 1) and not ledger.knows_size("r", 2)
+    for seq in range(2, 200):  # a long query: one sized batch after another
+        ledger.count("r", seq, 1, 10)
+    assert len(ledger.sizes) <= 3  # the batch planned, the one pre-claimed, the one in flight
+    assert not ledger.knows_size("r", 1)  # a forgotten batch is shipped as it is
+    assert BatchLedger(None).bytes_left("r", 1) == (None, True)
+
+
+def test_the_ledger_knows_which_plans_this_process_wrote() -> None:
+    ledger = BatchLedger(None)
+    ledger.writes("r", 1, ["a", "b"])
+    ledger.writes("r", 2, ["c"])
+    ledger.writes("old", 9, ["d"])
+    assert ledger.written("r", 1) == {"a", "b"}
+    assert ledger.written_up_to("r", 2) == {"a", "b", "c"}
+    ledger.forget_written("r", 1)  # batch 1 closed; another run's plans are gone too
+    assert ledger.written_up_to("r", 5) == {"c"} and ledger.written("old", 9) == set()
