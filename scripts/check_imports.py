@@ -5,6 +5,12 @@ with the code: every module has a row, every row a module, each row's "may impor
 names exactly the package modules it imports (``errors`` aside: every module may), and no
 module imports one of a layer above its own.
 
+It also keeps redis-py's private names out (``redisio/`` uses redis-py's public API only: a
+private name can move or change in any release, and then a fast path is silently not taken or
+every batch fails): no import from a ``redis._…`` module or of a ``_name`` from redis-py, no
+attribute ``obj._name`` but of ``self``/``cls``, and no ``_name`` method defined in a subclass of
+a redis-py class (an override of its internals).
+
 ``python scripts/check_imports.py --table`` prints what each module imports, in the table's
 notation, to fill a new row in.
 
@@ -174,6 +180,52 @@ def check_table(graph: dict[str, set[str]]) -> list[str]:
     return problems
 
 
+def private_redis_names(path: Path) -> list[str]:
+    """Uses of redis-py's private names in ``path`` (see the module's docstring)."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    from_redis: set[str] = {"redis"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "redis":
+            parts = (node.module or "").split(".")
+            from_redis.update(a.asname or a.name for a in node.names)
+            if any(p.startswith("_") for p in parts) or any(
+                    a.name.startswith("_") for a in node.names):
+                found.append(f"line {node.lineno}: from {node.module} import "
+                             f"{', '.join(a.name for a in node.names)}")
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "redis" and any(
+                        p.startswith("_") for p in a.name.split(".")):
+                    found.append(f"line {node.lineno}: import {a.name}")
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") \
+                and not node.attr.startswith("__") \
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            found.append(f"line {node.lineno}: .{node.attr}")
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        bases = {ast.unparse(b).split(".")[0] for b in node.bases}
+        if not bases & from_redis:
+            continue
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef) and item.name.startswith("_") \
+                    and not item.name.startswith("__"):
+                found.append(f"line {item.lineno}: {node.name}.{item.name} overrides a "
+                             "private method")
+        # self._name that this class never sets: the redis-py base class's private state
+        own = {t.attr for n in ast.walk(node) if isinstance(n, ast.Assign | ast.AnnAssign)
+               for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+               if isinstance(t, ast.Attribute)}
+        for n in ast.walk(node):
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
+                    and n.value.id == "self" and n.attr.startswith("_") \
+                    and not n.attr.startswith("__") and n.attr not in own:
+                found.append(f"line {n.lineno}: {node.name} reads its redis-py base's "
+                             f"self.{n.attr}")
+    return found
+
+
 def main() -> int:
     paths = sorted((ROOT / PACKAGE).rglob("*.py"))
     modules = {module_name(p) for p in paths}
@@ -184,6 +236,8 @@ def main() -> int:
         graph[name], outer = imports_of(path, modules)
         if "redis" in outer and not name.startswith(f"{PACKAGE}.redisio"):
             problems.append(f"{name} imports redis: only {PACKAGE}.redisio may")
+        for use in private_redis_names(path) if name.startswith(f"{PACKAGE}.redisio") else ():
+            problems.append(f"{name}: redis-py's private name, {use}: use its public API")
         if PACKAGE in graph[name] and not name.startswith(ENTRY_POINTS):
             problems.append(f"{name} imports the package root: import the module that "
                             "defines the name (an arrow up the layers)")
