@@ -97,7 +97,7 @@ class ReaderDriver:
         leave (this consumer's plans, loss records and lease on them are dropped)."""
         if not self.subscription.due():
             return False
-        left, joined = self.subscription.refresh()
+        left, names = self.subscription.refresh()
         pattern = self.opts.stream_pattern
         if left:
             gone = [op.stream for op in left]
@@ -106,6 +106,7 @@ class ReaderDriver:
             log.info("spark-eventbus: %d streams no longer match %r (deleted): %s", len(gone),
                      pattern, ", ".join(gone[:10]))
             self.claimer.deleted(gone)  # unread entries: failOnDataLoss
+        joined = self.subscription.join(names)  # after the deleted ones are accounted for
         if joined:
             self.lease.join(joined, run)
             log.info("spark-eventbus: %d new streams match %r: %s", len(joined), pattern,

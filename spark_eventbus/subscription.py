@@ -57,12 +57,12 @@ class Subscription:
         return o.stream_pattern is not None and \
             (time.monotonic() - self.discovered_at) * 1000 >= o.discovery_interval_ms
 
-    def refresh(self) -> tuple[list[ConsumerOps], list[ConsumerOps]]:
-        """Look for the pattern's streams again: (the streams that left, those that joined).
-        A stream not found by ``SCAN`` leaves only once confirmed gone (a cluster SCAN can
-        miss a key being migrated)."""
+    def refresh(self) -> tuple[list[ConsumerOps], list[str]]:
+        """Look for the pattern's streams again: (the streams that left, the names that match
+        now, for :meth:`join` once the driver has seen the others leave). A stream not found by
+        ``SCAN`` leaves only once confirmed gone (a cluster SCAN can miss a key being
+        migrated)."""
         names = self._discover()
         found = set(names)
         gone = discovery.missing([op for s, op in self.ops.items() if s not in found])
-        left = [self.ops.pop(s) for s in gone]
-        return left, self.join(names)
+        return [self.ops.pop(s) for s in gone], names

@@ -19,7 +19,7 @@ from .base import CLUSTER_REDIRECTS
 from .boundary import redis_errors
 from .group import ConsumerOps, where
 from .scripts import run_scripts
-from .wire import node_for, pipeline, raise_first, roundtrip
+from .wire import NOT_RUN, node_for, pipeline, raise_first, roundtrip
 
 
 def ack(pairs: Sequence[tuple[ConsumerOps, StreamBatch]]) -> int:
@@ -65,7 +65,8 @@ def _ack_known(pairs: Sequence[tuple[ConsumerOps, StreamBatch]], what: str
     for node, sends in by_node.values():
         try:
             with redis_errors(what, pairs[0][0].spec):
-                replies = roundtrip(node, [p for _, _, p in sends], len(sends))
+                replies = roundtrip(node, [p for _, _, p in sends], len(sends),
+                                    resend_on=NOT_RUN)
                 for (op, c, _), reply in zip(sends, replies, strict=True):
                     if isinstance(reply, CLUSTER_REDIRECTS):  # the slot moved meanwhile
                         rest.append((op, c))

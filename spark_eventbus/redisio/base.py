@@ -18,7 +18,7 @@ ResponseError = redis.ResponseError
 
 # Replies a node gives for a key whose slot it does not serve now (cluster): it moved (MOVED),
 # is moving (ASK, TRYAGAIN), or no node serves it yet (CLUSTERDOWN). Commands sent on one node's
-# connection (:func:`.streams.send_packed`, the sink's transaction) are then sent again through
+# connection (the packed acks of :mod:`.acks`, the sink's transaction) are then sent again through
 # the cluster client, which follows redirections and refreshes its slot map.
 CLUSTER_REDIRECTS = (redis.exceptions.MovedError, redis.exceptions.AskError,
                      redis.exceptions.TryAgainError, redis.exceptions.ClusterDownError)

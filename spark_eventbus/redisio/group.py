@@ -30,7 +30,7 @@ from .base import Redis, ResponseError
 from .boundary import redis_errors
 from .client import ConnectionSpec, client
 from .deadletter import same_slot
-from .streams import ACK_CHUNK, entry_sizes, is_stream_kind, key_type, text
+from .streams import ACK_CHUNK, entry_sizes, is_stream_kind, key_type, stream_exists, text
 from .wire import as_map, is_no_such_key, pipeline
 
 log = logging.getLogger("spark_eventbus")
@@ -251,6 +251,8 @@ class ConsumerOps:
 
 def where(ops: Sequence[ConsumerOps]) -> str:
     """The streams and group of ``ops``, for an error message."""
+    if len(ops) == 1:
+        return f"stream {ops[0].stream!r}, group {ops[0].group!r}"
     shown = ", ".join(repr(op.stream) for op in ops[:3])
     more = f" and {len(ops) - 3} more" if len(ops) > 3 else ""
     return f"streams {shown}{more}, group {ops[0].group!r}"
@@ -292,23 +294,41 @@ def ensure_groups(ops: Sequence[ConsumerOps], starting_position: str) -> list[bo
                     else earliest_in({text(k): v for k, v in as_map(info).items()})
         if not todo:
             return [False] * len(ops)
-        args = [create_group_args(op.stream, op.group, starting_position,
-                                  earliest.get(op.stream)) for op in todo]
-        created = pipeline(ops[0].redis, args)
+        created = pipeline(ops[0].redis, [
+            create_group_args(op.stream, op.group, starting_position, earliest.get(op.stream))
+            for op in todo])
         made = set()
-        for op, a, reply in zip(todo, args, created, strict=True):
-            if not isinstance(reply, Exception):
+        for op, reply in zip(todo, created, strict=True):
+            # BUSYGROUP: another query made it meanwhile; another error (e.g. Redis < 7.0: no
+            # ENTRIESREAD, a key replaced meanwhile, a cluster slot on the move): that stream
+            # is done again the one-stream way, which knows what to do
+            if not isinstance(reply, Exception) or (
+                    "BUSYGROUP" not in str(reply) and _create_one(op, starting_position)):
                 made.add(op.stream)
-            elif "BUSYGROUP" in str(reply):  # another query created it meanwhile
-                continue
-            elif "ENTRIESREAD" in str(reply) or "syntax" in str(reply).lower():
-                # Redis < 7.0: no ENTRIESREAD (lag is then unknown anyway)
-                try:
-                    ops[0].redis.execute_command(*a[: a.index("MKSTREAM") + 1])
-                    made.add(op.stream)
-                except ResponseError as exc:
-                    if "BUSYGROUP" not in str(exc):
-                        raise
-            else:
-                raise reply
     return [op.stream in made for op in ops]
+
+
+def _create_one(op: ConsumerOps, starting_position: str) -> bool:
+    """:func:`ensure_groups` of one stream, command by command through the client (its
+    retries; a cluster client's slot refresh), for a stream whose pipelined ``XGROUP CREATE``
+    failed: the key checked again, ``ENTRIESREAD`` left out where the server lacks it (Redis <
+    7.0: the lag is then unknown anyway). True when this call created the group."""
+    spec = op.spec
+    if stream_exists(op.redis, op.stream, f"Server: {spec.display}. Choose another 'stream' "
+                     "option."):
+        for g in op.redis.xinfo_groups(op.stream):
+            if text(g["name"]) == op.group:
+                return False
+    earliest = (before_first_entry(op.redis, op.stream)
+                if starting_position in ("earliest", "0") else None)
+    args = create_group_args(op.stream, op.group, starting_position, earliest)
+    try:
+        op.redis.execute_command(*args)
+    except ResponseError as exc:
+        if "BUSYGROUP" in str(exc):  # another query created it meanwhile
+            return False
+        if "ENTRIESREAD" in str(exc) or "syntax" in str(exc).lower():
+            op.redis.execute_command(*args[: args.index("MKSTREAM") + 1])
+            return True
+        raise
+    return True

@@ -195,7 +195,7 @@ def stats(ops: Sequence[ConsumerOps]) -> list[GroupStats]:
     try:
         return [p.stats() for p in probe(ops)]
     except EventBusConnectionError as exc:
-        log.warning("spark-eventbus: progress shows unknowns: %s", exc)
+        log.warning("spark-eventbus: progress of %s shows unknowns: %s", where(ops), exc)
         return [GroupStats(None, None, None) for _ in ops]
 
 

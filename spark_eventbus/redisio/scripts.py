@@ -76,6 +76,8 @@ def run_scripts(r: Redis, name: str, calls: Sequence[tuple[Sequence[Any], Sequen
     yet, the first call loads it and the others are sent again; a node still without it (a
     cluster node, after a failover or a reshard) gets its calls one by one, which load it.
     Any other error reply is raised (the first, in call order)."""
+    if not calls:
+        return []
     if len(calls) == 1:  # one call: redis-py's Script, which loads it on NOSCRIPT
         return [run_script(r, name, *calls[0])]
     replies: list[Any] = [None] * len(calls)

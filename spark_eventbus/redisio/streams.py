@@ -7,14 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from redis.exceptions import ConnectionError
-
 from ..connection import ConnectionSpec
 from ..errors import NotAStreamError
 from .base import Redis
 from .boundary import redis_errors
 from .client import client
-from .wire import node_for, roundtrip
 
 # IDs per XACK call: large enough to reach Redis's best per-ID cost, small enough that one call
 # stays far below the 50 ms budget of any server-side call.
@@ -89,19 +86,6 @@ def xack(r: Redis, stream: str, group: str, ids: Sequence[str], per_call: int = 
     for k in range(0, len(ids), per_call):
         pipe.xack(stream, group, *ids[k:k + per_call])
     return sum(int(n) for n in pipe.execute())
-
-
-def send_packed(r: Redis, key: str, packed: list[bytes]) -> list[Any]:
-    """Send commands already encoded as RESP (``packed``, all on ``key``) in one round trip and
-    read one reply each, on a pool connection of the node serving ``key``, through the client's
-    ``Retry`` (only for idempotent commands: a retry sends them all again); the first error
-    reply is raised once all are read. On a cluster, a slot that moved or is moving raises one
-    of :data:`.base.CLUSTER_REDIRECTS` (not retried here): the caller sends the commands again
-    through the cluster client, which follows it."""
-    node = node_for(r, key)
-    if node is None:
-        raise ConnectionError(f"no node of the cluster serves the slot of {key!r} now")
-    return roundtrip(node, packed, len(packed), raise_errors=True)
 
 
 # -- with a spec: the client is taken and redis-py errors are translated here ---------------

@@ -112,6 +112,11 @@ def on_connection(node: redis.Redis, job: Callable[[Any], T], *, retried: bool =
         pool.release(conn)
 
 
+# Replies that say a command did not run: the commands are sent again (a READONLY reply is a
+# primary demoted by a failover; with Sentinel the reconnect asks for the new primary).
+NOT_RUN = (ConnectionError, ReadOnlyError)
+
+
 def roundtrip(node: redis.Redis, packed: Sequence[bytes], n: int, *,
               resend_on: tuple[type[BaseException], ...] = (),
               raise_errors: bool = False) -> list[Any]:
@@ -138,9 +143,6 @@ def roundtrip(node: redis.Redis, packed: Sequence[bytes], n: int, *,
     return replies
 
 
-# Replies that say a command did not run: sent again by :func:`pipeline` (a READONLY reply is a
-# primary demoted by a failover; with Sentinel the reconnect asks for the new primary).
-_NOT_RUN = (ConnectionError, ReadOnlyError)
 
 
 def pipeline(r: Redis, commands: Sequence[Sequence[Any]]) -> list[Any]:
@@ -153,13 +155,19 @@ def pipeline(r: Redis, commands: Sequence[Sequence[Any]]) -> list[Any]:
     Through the client's ``Retry`` (its window: ``failoverTimeoutMs``): a broken connection,
     or a ``READONLY`` reply, sends them all again, as redis-py's pipeline does, so every
     command sent this way must be safe to run twice. A cluster client: redis-py's pipeline,
-    which routes each command to its node and follows redirections."""
+    which routes each command to its node and follows redirections (one command: the cluster
+    client's ``execute_command``, which also waits out ``CLUSTERDOWN``)."""
     if not commands:
         return []
     if isinstance(r, RedisCluster):
+        if len(commands) == 1:  # the cluster client's own retries (CLUSTERDOWN: slot refresh)
+            try:
+                return [r.execute_command(*commands[0])]
+            except ResponseError as exc:
+                return [exc]
         pipe = r.pipeline(transaction=False)
         for c in commands:
             pipe.execute_command(*c)
         return list(pipe.execute(raise_on_error=False))
     packed = pack(commands)  # once: a retry sends the same bytes again
-    return roundtrip(r, packed, len(commands), resend_on=_NOT_RUN)
+    return roundtrip(r, packed, len(commands), resend_on=NOT_RUN)
