@@ -11,11 +11,13 @@ and saying the fix), its default, and the modes that use it:
 
 Rules across options (a streaming read needs a group, ``maxDeliveries`` needs a dead-letter
 stream, …) follow the table in :func:`parse_reader_options` / :func:`parse_sink_options`.
-Unknown options, and options the mode ignores, are warned about — never silently dropped.
+Unknown options fail, naming the closest option; options the mode ignores are warned about —
+never silently dropped.
 """
 
 from __future__ import annotations
 
+import difflib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -180,6 +182,25 @@ def spelled(key: str) -> str:
     return _SPELLING.get(key, key)
 
 
+def _unknown(keys: list[str], raw: Mapping[str, Any], family: frozenset[str]) -> str:
+    """The error of options the connector does not have (a typo would otherwise be ignored,
+    and e.g. a misspelt ``startingPosition`` would create the group at ``latest`` for good).
+    Spark may pass the keys lower-cased: they are shown as they came."""
+    spelled_as = {str(k).lower(): str(k) for k in raw}
+    names = sorted({o.name for o in OPTIONS if o.modes & family})
+    parts = []
+    for key in keys:
+        # an option it begins (maxEntries: maxEntriesPerTrigger), else the closest spelling
+        close = sorted((k for k in _SPELLING if k.startswith(key)), key=len)[:1] or \
+            difflib.get_close_matches(key, list(_SPELLING), n=1, cutoff=0.6)
+        hint = f" (did you mean {spelled(close[0])!r}?)" if close else ""
+        parts.append(f"{spelled_as.get(key, key)!r}{hint}")
+    what = "reads" if family == READS else "writes"
+    return (f"unknown option{'s' if len(parts) > 1 else ''} {', '.join(parts)}: spark-eventbus "
+            f"has no such option. The options of {what}: {', '.join(names)} (the README's "
+            "option tables say what each does).")
+
+
 def _parse(raw: Mapping[str, Any], mode: str, family: frozenset[str], warn: bool
            ) -> tuple[dict[str, Any], set[str]]:
     """Values of every option of ``family`` (defaults where not given) and the keys given.
@@ -190,15 +211,15 @@ def _parse(raw: Mapping[str, Any], mode: str, family: frozenset[str], warn: bool
     """
     given = {str(k).lower(): str(v) for k, v in raw.items() if v is not None}
     rows = [o for o in OPTIONS if o.modes & family]
+    unknown = [key for key in sorted(given) if key not in _SPELLING
+               and key not in _SPARK_OPTIONS and not key.startswith("spark.")]
+    if unknown:
+        raise ConfigError(_unknown(unknown, raw, family))
     if warn:
-        names = sorted({o.name for o in rows if mode in o.modes})
         for key in sorted(given):
             if key in _SPARK_OPTIONS or key.startswith("spark."):
                 continue
-            if key not in _SPELLING:
-                log.warning("spark-eventbus: unknown option '%s' is ignored (options of %s: %s).",
-                            key, _MODE_TEXT[mode], ", ".join(names))
-            elif not any(o.key == key and mode in o.modes for o in rows):
+            if not any(o.key == key and mode in o.modes for o in rows):
                 # an option of the family's other mode, or of writes on a read ("reads")
                 where = _MODE_TEXT[mode] if any(o.key == key for o in rows) else (
                     "reads" if mode in READS else _MODE_TEXT[mode])
@@ -285,6 +306,8 @@ class ReaderOptions(_Connected):
     max_trigger_delay_ms: int = 15 * 60_000
     trim_acked: bool = False
     trim_interval_ms: int = 10_000
+    # startingPosition given (it applies only where the group is created: said when it is not)
+    starting_position_given: bool = False
 
     @property
     def consumer_name(self) -> str:
@@ -301,8 +324,8 @@ def parse_reader_options(raw: Mapping[str, Any], *, streaming: bool, warn: bool 
                          ) -> ReaderOptions:
     """Validate ``raw`` Spark options (any key case) into :class:`ReaderOptions`.
 
-    Runs on the driver. Raises :class:`ConfigError` for invalid values; logs a warning for
-    unknown options and for options the mode (streaming or batch) ignores.
+    Runs on the driver. Raises :class:`ConfigError` for invalid values and unknown options;
+    logs a warning for options the mode (streaming or batch) ignores.
     """
     v, given = _parse(raw, STREAMING if streaming else BATCH, READS, warn)
     check_tls(v)
@@ -356,7 +379,7 @@ def parse_reader_options(raw: Mapping[str, Any], *, streaming: bool, warn: bool 
     if start != "-" and end != "+" and StreamId.parse(start) > StreamId.parse(end):
         raise ConfigError(f"option 'startId' = {start!r} is after option 'endId' = {end!r}; "
                           "swap them or widen the range.")
-    return ReaderOptions(**v)
+    return ReaderOptions(**v, starting_position_given="startingposition" in given)
 
 
 # -- writes --------------------------------------------------------------------------------------

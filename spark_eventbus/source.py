@@ -55,10 +55,14 @@ class EventBusDataSource(DataSource):
         return EventBusBatchReader(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from .stream_reader import EventBusStreamReader
+        from .stream_reader import EventBusStreamReader, RefusedStreamReader
 
         settle()
-        return EventBusStreamReader(parse_reader_options(self.options, streaming=True), schema)
+        try:
+            opts = parse_reader_options(self.options, streaming=True)
+        except ConfigError as exc:  # at the query's first call, without Spark's noise after it
+            return RefusedStreamReader(exc)
+        return EventBusStreamReader(opts, schema)
 
     def _sink(self, schema: StructType) -> tuple[SinkOptions, EncodingPlan]:
         """Driver side, before any task: options, schema rules, target keys and Redis."""

@@ -122,6 +122,25 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._driver = None
 
 
+class RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """What ``streamReader`` returns for options that only a streaming read refuses (a missing
+    ``group``): each call raises the option's error. Raised from ``streamReader`` itself, the
+    error would reach the user behind Spark's own ``UnboundLocalError`` (its source runner's
+    ``finally: reader.stop()`` has no reader then)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def _refuse(self, *args: Any) -> Any:
+        raise self.error
+
+    initialOffset = latestOffset = getDefaultReadLimit = partitions = read = commit = _refuse
+    reportLatestOffset = prepareForTriggerAvailableNow = _refuse
+
+    def stop(self) -> None:
+        pass
+
+
 def _exit_cleanly_on_sigterm() -> None:
     """In Spark's source-runner process only: turn the JVM's SIGTERM (how it stops the runner
     when the query stops) into SystemExit, so that the runner's ``finally: reader.stop()`` runs

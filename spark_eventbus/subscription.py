@@ -44,11 +44,24 @@ class Subscription:
         new = [ConsumerOps(o.connection, s, o.group, o.consumer_name,
                            cache_ack_ids=o.ack_mode == "commit")
                for s in dict.fromkeys(names) if s not in self.ops]
+        existing = []
         for op, made in zip(new, ensure_groups(new, o.starting_position), strict=True):
             if made:
                 log.info("spark-eventbus: created consumer group %r on stream %r at %s",
                          o.group, op.stream, o.starting_position)
+            else:
+                existing.append(op.stream)
             self.ops[op.stream] = op
+        if existing and o.starting_position_given:
+            shown = ", ".join(repr(s) for s in existing[:5]) + (
+                f" and {len(existing) - 5} more" if len(existing) > 5 else "")
+            log.warning(
+                "spark-eventbus: option 'startingPosition' = %r is ignored for stream(s) %s: "
+                "consumer group %r exists there already and reads on from where it is "
+                "(startingPosition applies only when the query creates the group). To move "
+                "it: eventbus group seek --stream <stream> --group %s --to %s (while no query "
+                "reads the group).", o.starting_position, shown, o.group, o.group,
+                o.starting_position)
         return new
 
     def due(self) -> bool:

@@ -91,6 +91,16 @@ def test_invalid_option_fails_at_load_naming_option_and_value(spark, redis_serve
 def test_missing_group_fails_before_any_batch(spark, redis_server, names, tmp_path):
     text = _start_error(spark, tmp_path, url=redis_server.url, stream=names["stream"])
     assert "option 'group' is required for streaming reads" in text
+    assert "UnboundLocalError" not in text  # Spark's runner, had streamReader() raised
+
+
+def test_a_misspelt_option_fails_at_load_naming_the_option_it_meant(spark, redis_server, names):
+    with pytest.raises(Exception) as err:
+        spark.readStream.format("eventbus").option("url", redis_server.url) \
+            .option("stream", names["stream"]).option("group", "g") \
+            .option("startPosition", "earliest").load()
+    # Spark passes option keys lower-cased
+    assert "unknown option 'startposition' (did you mean 'startingPosition'?)" in str(err.value)
 
 
 def test_unreachable_redis_fails_before_any_batch(spark, names, tmp_path):
@@ -131,3 +141,33 @@ def test_password_never_appears_in_errors_offsets_or_progress(spark, own_redis, 
             assert secret.encode() not in path.read_bytes(), path
             checked += 1
     assert checked > 0
+
+
+def test_starting_position_for_a_group_that_exists_is_said_to_be_ignored(redis_server, names,
+                                                                          caplog):
+    """startingPosition applies only when the query creates the group: given for a group that
+    exists (a first start with a typo'd or missing option, then fixed), it changes nothing, and
+    the driver says so with the command that moves the group."""
+    import logging
+
+    from spark_eventbus.options import parse_reader_options
+    from spark_eventbus.subscription import Subscription
+
+    r = redis_server.client()
+    stream, group = names["stream"], names["group"]
+    r.xadd(stream, {"n": "1"})
+    r.xgroup_create(stream, group, "$")
+
+    def join(**extra: str) -> str:
+        caplog.clear()
+        opts = parse_reader_options({"url": redis_server.url, "stream": stream, "group": group,
+                                     **extra}, streaming=True)
+        with caplog.at_level(logging.WARNING, "spark_eventbus"):
+            Subscription(opts)
+        return caplog.text
+
+    text = join(startingPosition="earliest")
+    assert "option 'startingPosition' = 'earliest' is ignored" in text and repr(stream) in text
+    assert f"eventbus group seek --stream <stream> --group {group} --to earliest" in text
+    assert "startingPosition" not in join()  # not given: nothing to say
+    assert r.xinfo_groups(stream)[0]["last-delivered-id"] != b"0-0"  # the group did not move

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 import pytest
 
@@ -83,12 +84,26 @@ def test_batch_reads_need_no_group_but_check_the_id_range():
         parse_reader_options({"stream": "s", "startId": "30", "endId": "20"}, streaming=False)
 
 
-def test_unknown_and_ignored_options_are_warned_about(caplog):
+def test_ignored_options_are_warned_about(caplog):
     with caplog.at_level(logging.WARNING, "spark_eventbus"):
-        parse_reader_options({**BASE, "maxEntries": "5", "startId": "1-0"}, streaming=True)
-    text = caplog.text
-    assert "unknown option 'maxentries'" in text
-    assert "'startId' has no effect on streaming reads" in text
+        parse_reader_options({**BASE, "startId": "1-0"}, streaming=True)
+    assert "'startId' has no effect on streaming reads" in caplog.text
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+def test_an_unknown_option_fails_naming_the_closest_one(streaming):
+    """A typo is not ignored: a misspelt startingPosition would create the group at `latest`,
+    and fixing the typo later would change nothing (the group exists by then)."""
+    with pytest.raises(ConfigError, match=re.escape(
+            "unknown option 'startPosition' (did you mean 'startingPosition'?)")):
+        parse_reader_options({**BASE, "startPosition": "earliest"}, streaming=streaming)
+    with pytest.raises(ConfigError) as err:
+        parse_reader_options({**BASE, "maxEntries": "5", "zzz": "1"}, streaming=streaming)
+    text = str(err.value)
+    assert "unknown options 'maxEntries' (did you mean 'maxEntriesPerTrigger'?), 'zzz':" in text
+    assert "stream, " in text.split("The options of")[1]  # the list to pick from
+    # Spark's own options are not ours to refuse
+    parse_reader_options({**BASE, "path": "x", "checkpointLocation": "/c"}, streaming=streaming)
 
 
 def test_ack_mode_none_disables_reclaim_and_says_so(caplog):

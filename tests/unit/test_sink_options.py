@@ -51,12 +51,17 @@ def test_invalid_values_name_the_option_and_the_fix(opts, message):
         parse_sink_options(opts)
 
 
+def test_an_unknown_option_of_a_write_fails_naming_the_closest_one():
+    with pytest.raises(ConfigError, match=re.escape(
+            "unknown option 'maxLength' (did you mean 'maxLen'?)")):
+        parse_sink_options({"stream": "o", "maxLength": "5"})
+
+
 def test_reader_options_on_a_write_and_sink_options_on_a_read_are_warned_about(caplog):
     with caplog.at_level(logging.WARNING, logger="spark_eventbus"):
-        parse_sink_options({"stream": "o", "group": "g", "maxlen": "5", "bogus": "1"})
+        parse_sink_options({"stream": "o", "group": "g", "maxlen": "5"})
         parse_reader_options({"stream": "o", "group": "g", "maxLen": "5"}, streaming=True)
     text = caplog.text
     assert "option 'group' has no effect on writes" in text
-    assert "unknown option 'bogus' is ignored" in text
     assert "option 'maxLen' has no effect on reads" in text
     assert "'maxLen' has no effect on writes" not in text
