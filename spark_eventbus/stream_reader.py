@@ -131,11 +131,29 @@ class RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, error: Exception) -> None:
         self.error = error
 
-    def _refuse(self, *args: Any) -> Any:
+    def initialOffset(self) -> dict:
         raise self.error
 
-    initialOffset = latestOffset = getDefaultReadLimit = partitions = read = commit = _refuse
-    reportLatestOffset = prepareForTriggerAvailableNow = _refuse
+    def getDefaultReadLimit(self) -> ReadLimit:
+        raise self.error
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        raise self.error
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        raise self.error
+
+    def reportLatestOffset(self) -> dict | None:
+        raise self.error
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        raise self.error
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        raise self.error
+
+    def commit(self, end: dict) -> None:
+        raise self.error
 
     def stop(self) -> None:
         pass
