@@ -76,10 +76,11 @@ _RETRY_ON = [redis.ConnectionError, redis.TimeoutError, redis.exceptions.ReadOnl
 
 
 class WindowRetry(Retry):
-    """redis-py's ``Retry`` bounded by time, not by count: connection errors and READONLY are
-    retried with capped exponential backoff and jitter until ``window_s`` has passed since the
-    first failure of the call (``failoverTimeoutMs``: a promotion, a restart), then the last
-    error is raised (and translated to a retriable ``EventBusConnectionError``).
+    """redis-py's ``Retry`` bounded by time, not by count: connection errors (but refused
+    credentials, which fail at once) and READONLY are retried with capped exponential backoff
+    and jitter until ``window_s`` has passed since the first failure of the call
+    (``failoverTimeoutMs``: a promotion, a restart), then the last error is raised (and
+    translated to a retriable ``EventBusConnectionError``).
 
     Until the server has answered once, the window is at most :data:`FIRST_CONTACT_S`: a wrong
     address or a server that is down at start fails in seconds, while one that answered before
@@ -123,6 +124,9 @@ class WindowRetry(Retry):
             except self.retry_on as error:
                 if is_retryable and not is_retryable(error):
                     raise
+                if isinstance(error, redis.AuthenticationError):
+                    raise  # refused credentials (a ConnectionError to redis-py): not retried
+
                 failures += 1
                 if with_failure_count:
                     fail(error, failures)
