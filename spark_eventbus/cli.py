@@ -213,6 +213,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+def _sources(found: list[str], dlq: str | None) -> tuple[list[str], int]:
+    """The streams a pattern matched, without the dead-letter streams of the others (the
+    default ``<stream>:dlq``, shown in its stream's status): (sources, how many left out)."""
+    names = set(found)
+    sources = [s for s in found if not (dlq is None and s.endswith(":dlq")
+                                        and s[:-len(":dlq")] in names)]
+    return sources, len(found) - len(sources)
+
+
 def _print(args: argparse.Namespace, result: Any, table: str) -> None:
     print(json.dumps(result, indent=2) if args.json else table)
 
@@ -236,11 +245,13 @@ def _run(args: argparse.Namespace, admin: Admin) -> int:
                                            args.dlq or f"{args.stream}:dlq")
                 table = format_status(result)
             else:
-                exclude = [args.dlq] if args.dlq else []
-                result = [admin.status(s, args.group, args.dlq or f"{s}:dlq") for s in
-                          discovery.discover(admin.spec, args.stream_pattern, exclude)]
+                sources, dead = _sources(
+                    discovery.discover(admin.spec, args.stream_pattern,
+                                       [args.dlq] if args.dlq else []), args.dlq)
+                result = [admin.status(s, args.group, args.dlq or f"{s}:dlq") for s in sources]
+                also = f" (and {dead} dead-letter streams, shown with theirs)" if dead else ""
                 table = "\n\n".join([f"{len(result)} streams match "
-                                      f"{args.stream_pattern!r}",
+                                      f"{args.stream_pattern!r}{also}",
                                       *(format_status(x) for x in result)])
             if args.watch and not args.json and sys.stdout.isatty():
                 print("\x1b[H\x1b[2J", end="")  # clear the terminal

@@ -45,6 +45,9 @@ class ConnectionSpec:
     wait_replicas: int = 0
     wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS
     wait_aof: bool = False
+    # How the caller names settings in messages (Spark options, AckingBatchWriter's keyword
+    # arguments, the CLI's flags: :func:`spell`); not part of where Redis is.
+    style: str = field(default="option", compare=False)
 
     @property
     def secrets(self) -> tuple[str | None, ...]:
@@ -122,6 +125,12 @@ _SPELLINGS = {
     "waitTimeoutMs": ("waitTimeoutMs", "wait_timeout_ms", "--wait-timeout-ms"),
     "waitAof": ("waitAof", "wait_aof", "--wait-aof"),
     "url": ("url", "url", "--url"),
+    "password": ("password", "password", "--password"),
+    "tlsCaCert": ("tlsCaCert", "tls_ca_cert", "--tls-ca-cert"),
+    "tlsCertFile": ("tlsCertFile", "tls_cert_file", "--tls-cert-file"),
+    "tlsSecretKeyFile": ("tlsSecretKeyFile", "tls_key_file", "--tls-key-file"),
+    "sentinelUsername": ("sentinelUsername", "sentinel_username", "--sentinel-username"),
+    "sentinelPassword": ("sentinelPassword", "sentinel_password", "--sentinel-password"),
 }
 _STYLES = ("option", "argument", "flag")
 
@@ -183,4 +192,4 @@ def connection_spec(url: str, password: str | None = None, tls_ca_cert: str | No
     return ConnectionSpec(url, password, tls_ca_cert, tls_cert_file, tls_key_file,
                           tuple(sentinels), master, sentinel_username or None,
                           sentinel_password or None, failover_timeout_ms, wait_replicas,
-                          wait_timeout_ms, wait_aof)
+                          wait_timeout_ms, wait_aof, style)

@@ -280,8 +280,13 @@ class Admin:
             self._scripts("stream trim", "it checks the groups' positions and trims in one "
                                          "script, trim.lua")
         with redis_errors("running stream trim", self.spec):
-            return trim_acked(client(self.spec), client(self.spec, raw_entries=True), stream,
-                              dry_run)
+            r = client(self.spec)
+            if not stream_exists(r, stream, "stream trim trims only streams."):
+                raise EventBusError(
+                    f"stream {stream!r} does not exist at {self.spec.display}: nothing to trim. "
+                    "Check the name (`eventbus status --stream-pattern '<glob>'` lists the "
+                    "streams a pattern matches).")
+            return trim_acked(r, client(self.spec, raw_entries=True), stream, dry_run)
 
     def forget_consumer(self, stream: str, group: str, name: str, to: str) -> int:
         return self._call("running consumer forget", forget_consumer, stream, group, name, to)

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import redis
 
-from ..connection import ConnectionSpec
+from ..connection import ConnectionSpec, spell
 from ..errors import (
     ConfigError,
     EventBusConnectionError,
@@ -69,12 +69,20 @@ def _is_tls_failure(exc: BaseException) -> bool:
             or "TLSV1_ALERT" in text or "tlsv1 alert" in text.lower())
 
 
-def translate(exc: BaseException, what: str, secrets: Iterable[str | None] = ()) -> EventBusError:
-    """Map a redis-py error raised while doing ``what`` to an :class:`EventBusError`.
+def translate(exc: BaseException, what: str, secrets: Iterable[str | None] = (),
+              style: str = "option") -> EventBusError:
+    """Map a redis-py error raised while doing ``what`` to an :class:`EventBusError`; settings
+    are named as ``style`` names them (:func:`spark_eventbus.connection.spell`: Spark options,
+    keyword arguments, the CLI's flags).
 
     Use as ``raise translate(exc, "claiming entries of 'orders'", secrets) from exc``.
     """
     secrets = list(secrets)
+
+    def name(setting: str) -> str:
+        return spell(setting, style)
+    where = "from this machine" if style == "flag" else "from the driver and every executor"
+
     detail = redact(f"{type(exc).__name__}: {exc}", secrets)
     what = redact(what, secrets)
     if isinstance(exc, EventBusError):
@@ -83,8 +91,8 @@ def translate(exc: BaseException, what: str, secrets: Iterable[str | None] = ())
         return ConfigError(_permission_message(str(exc), what, detail))
     if isinstance(exc, redis.AuthenticationError | redis.exceptions.AuthorizationError):
         return ConfigError(
-            f"Redis refused the credentials while {what} ({detail}); "
-            "check the 'url' user and the 'password' option."
+            f"Redis refused the credentials while {what} ({detail}); check the user of "
+            f"{name('url')} and {name('password')}."
         )
     if isinstance(exc, _CLUSTER_UNAVAILABLE):
         return EventBusConnectionError(
@@ -94,21 +102,21 @@ def translate(exc: BaseException, what: str, secrets: Iterable[str | None] = ())
     if isinstance(exc, redis.ConnectionError) and _is_tls_failure(exc):
         return ConfigError(
             f"the TLS handshake with Redis failed while {what} ({detail}): the server's "
-            "certificate is not trusted, or does not name the host in option 'url'. Give the "
-            "CA that signed it with option 'tlsCaCert' (or ssl_ca_certs=… in a rediss:// URL); "
-            "for a server that asks for client certificates, add 'tlsCertFile' and "
-            "'tlsSecretKeyFile'.")
+            f"certificate is not trusted, or does not name the host in {name('url')}. Give the "
+            f"CA that signed it with {name('tlsCaCert')} (or ssl_ca_certs=… in a rediss:// "
+            "URL); for a server that asks for client certificates, add "
+            f"{name('tlsCertFile')} and {name('tlsSecretKeyFile')}.")
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
         return EventBusConnectionError(
-            f"Redis did not answer while {what} ({detail}), retried for option "
-            "'failoverTimeoutMs'; check that the server at option 'url' (or the primary the "
-            "'sentinels' name) is running and reachable from the driver and every executor."
+            f"Redis did not answer while {what} ({detail}), retried for "
+            f"{name('failoverTimeoutMs')}; check that the server at {name('url')} (or the "
+            f"primary the {name('sentinels')} name) is running and reachable {where}."
         )
     if isinstance(exc, redis.exceptions.ReadOnlyError):
         return EventBusConnectionError(
             f"the Redis node answered as a read-only replica while {what} ({detail}): a "
-            "failover demoted it, or option 'url' names a replica. Nothing was written. "
-            "Point 'url' at the primary (a managed service's primary endpoint follows "
+            f"failover demoted it, or {name('url')} names a replica. Nothing was written. "
+            f"Point {name('url')} at the primary (a managed service's primary endpoint follows "
             "failovers); a restart from the checkpoint carries on where the query stopped.")
     if isinstance(exc, redis.ResponseError):
         text = str(exc)
@@ -144,4 +152,4 @@ def redis_errors(what: str, spec: ConnectionSpec) -> Iterator[None]:
     except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
         # RedisClusterException: the cluster client's own errors (SlotNotCoveredError, no
         # node for a command), which do not derive from RedisError
-        raise translate(exc, f"{what} at {spec.display}", spec.secrets) from exc
+        raise translate(exc, f"{what} at {spec.display}", spec.secrets, spec.style) from exc

@@ -19,7 +19,7 @@ from redis.connection import SSLConnection, parse_url
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelManagedConnection
 
-from ..connection import ConnectionSpec, format_sentinels
+from ..connection import ConnectionSpec, format_sentinels, spell
 from ..errors import ConfigError, EventBusConnectionError
 from .base import Redis
 from .boundary import translate
@@ -233,14 +233,15 @@ def _find_master(spec: ConnectionSpec, sentinel: Sentinel) -> None:
         known.update(masters)
     if known or len(tried) < len(spec.sentinels):
         raise ConfigError(
-            f"option 'sentinelMaster' = {spec.sentinel_master!r}: no sentinel of "
+            f"{spell('sentinelMaster', spec.style)} = {spec.sentinel_master!r}: no sentinel of "
             f"{format_sentinels(spec.sentinels)} monitors a master by that name (they monitor: "
             f"{', '.join(sorted(known)) or 'none'}). Use the name of their "
             "'sentinel monitor <name> ...' line.")
     raise EventBusConnectionError(
-        f"none of the sentinels in option 'sentinels' answered: {'; '.join(tried)}. Check "
-        "the addresses, that the sentinels run, and 'sentinelUsername'/'sentinelPassword' "
-        "if they require auth.")
+        f"none of the sentinels in {spell('sentinels', spec.style)} answered: "
+        f"{'; '.join(tried)}. Check the addresses, that the sentinels run, and "
+        f"{spell('sentinelUsername', spec.style)}/{spell('sentinelPassword', spec.style)} if "
+        "they require auth.")
 
 
 def new_client(spec: ConnectionSpec) -> Redis:
@@ -256,7 +257,7 @@ def new_client(spec: ConnectionSpec) -> Redis:
         cluster = not spec.url.startswith("unix://") and is_cluster_node(node)
     except redis.RedisError as exc:
         node.close()
-        raise translate(exc, f"connecting to {spec.display}", spec.secrets) from exc
+        raise translate(exc, f"connecting to {spec.display}", spec.secrets, spec.style) from exc
     if not cluster:
         return node
     node.close()

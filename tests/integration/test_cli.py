@@ -76,6 +76,9 @@ def test_unreachable_server_gives_one_line_and_exit_1():
     assert out.returncode == 1
     assert "Redis did not answer" in out.stderr and "hunter2" not in out.stderr
     assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    # the CLI's words: its flags, this machine (not Spark's options and executors)
+    assert "--url" in out.stderr and "--failover-timeout-ms" in out.stderr
+    assert "option '" not in out.stderr and "executor" not in out.stderr
 
 
 def test_refuses_a_key_that_is_not_a_stream(redis_server, names):
@@ -193,10 +196,23 @@ def test_status_takes_a_stream_pattern(redis_server, names):
     for suffix, n in (("a", 3), ("b", 5)):
         produce(r, f"{base}:{suffix}", n)
         r.xgroup_create(f"{base}:{suffix}", names["group"], "0")
+    produce(r, f"{base}:a:dlq", 2)  # a's dead letters: matched, but not a source
     out = _cli("--url", redis_server.url, "status", "--stream-pattern", f"{base}:*", "--json")
     assert out.returncode == 0, out.stderr
     js = json.loads(out.stdout)
     assert [x["stream"] for x in js] == [f"{base}:a", f"{base}:b"]
     assert [x["groups"][0]["lag"] for x in js] == [3, 5]
+    assert [x["dead_letter_length"] for x in js] == [2, 0]
     text = _cli("--url", redis_server.url, "status", "--stream-pattern", f"{base}:*").stdout
-    assert text.startswith(f"2 streams match '{base}:*'")
+    assert text.startswith(f"2 streams match '{base}:*' (and 1 dead-letter streams")
+    assert f"dead-letter stream {base}:a:dlq: 2 entries" in text
+    assert f"stream {base}:a:dlq:" not in text.replace(f"dead-letter stream {base}:a:dlq", "")
+
+
+def test_trimming_a_stream_that_does_not_exist_says_so_and_fails(redis_server, names):
+    for extra in ([], ["--dry-run"], ["--json"]):
+        out = _cli("--url", redis_server.url, "stream", "trim", "--stream", names["stream"],
+                   *extra)
+        assert out.returncode == 1, out
+        assert f"stream {names['stream']!r} does not exist" in out.stderr
+        assert out.stderr.count("\n") == 1 and not out.stdout
