@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from datetime import datetime, timezone
@@ -18,7 +19,7 @@ from typing import Any, NoReturn
 
 from . import pyfiles
 from .acl import ROLES, rule
-from .connection import check_url, connection_spec
+from .connection import PASSWORD_ENV, SENTINEL_PASSWORD_ENV, check_url, connection_spec
 from .errors import EventBusError
 from .losses import RangeLoss, accept_command, listing
 from .options import starting_position
@@ -83,7 +84,9 @@ def format_trim(rep: TrimReport) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = _Parser(prog="eventbus", description="Operate spark-eventbus streams and groups.")
     ap.add_argument("--url", default="redis://localhost:6379/0", help="redis://host:port/db")
-    ap.add_argument("--password", default=None, help="kept out of the URL")
+    ap.add_argument("--password", default=os.environ.get(PASSWORD_ENV) or None,
+                    help=f"kept out of the URL (default: ${PASSWORD_ENV}, so that it stays out "
+                         "of the shell's history too)")
     ap.add_argument("--tls-ca-cert", help="CA of the server's certificate (rediss://)")
     ap.add_argument("--tls-cert-file", help="client certificate (mutual TLS)")
     ap.add_argument("--tls-key-file", help="client key (mutual TLS)")
@@ -92,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
                          "scheme, database and credentials)")
     ap.add_argument("--sentinel-master", help="the name the sentinels monitor the primary by")
     ap.add_argument("--sentinel-username", help="the sentinels' user, if they require auth")
-    ap.add_argument("--sentinel-password", help="the sentinels' password, if they require auth")
+    ap.add_argument("--sentinel-password", default=os.environ.get(SENTINEL_PASSWORD_ENV) or None,
+                    help="the sentinels' password, if they require auth (default: "
+                         f"${SENTINEL_PASSWORD_ENV})")
     ap.add_argument("--failover-timeout-ms", type=int, default=30_000,
                     help="how long a failover or restart is waited out (default 30000)")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)

@@ -7,6 +7,7 @@ and the pipe job (through the options)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +67,38 @@ class ConnectionSpec:
             return (f"Sentinel master {self.sentinel_master!r} (sentinels "
                     f"{format_sentinels(self.sentinels)})")
         return redact(self.url, self.secrets)
+
+
+# The CLI reads the password from here when --password is not given (so that a command printed
+# in a message can be pasted as it stands, with no secret in it).
+PASSWORD_ENV = "EVENTBUS_PASSWORD"
+SENTINEL_PASSWORD_ENV = "EVENTBUS_SENTINEL_PASSWORD"
+_URL_CREDENTIALS = re.compile(r"^(\w+://)([^:@/]*):[^@/]*@")
+
+
+def cli_connection(spec: ConnectionSpec) -> tuple[list[str], list[str]]:
+    """The ``eventbus`` CLI's connection flags that reach ``spec``'s Redis, as they can be
+    pasted (the URL without its password; TLS files and sentinels are not secrets), and the
+    environment variables the command needs for the secrets it cannot print."""
+    url = _URL_CREDENTIALS.sub(lambda m: m.group(1) + (m.group(2) + "@" if m.group(2) else ""),
+                               spec.url)
+    words = ["--url", url]
+    for flag, value in (("--tls-ca-cert", spec.tls_ca_cert),
+                        ("--tls-cert-file", spec.tls_cert_file),
+                        ("--tls-key-file", spec.tls_key_file)):
+        if value:
+            words += [flag, value]
+    if spec.sentinels:
+        words += ["--sentinels", format_sentinels(spec.sentinels),
+                  "--sentinel-master", str(spec.sentinel_master)]
+        if spec.sentinel_username:
+            words += ["--sentinel-username", spec.sentinel_username]
+    env = []
+    if spec.password or url != spec.url:
+        env.append(PASSWORD_ENV)
+    if spec.sentinel_password:
+        env.append(SENTINEL_PASSWORD_ENV)
+    return words, env
 
 
 def check_url(url: str, password: str | None = None, *, name: str = "option 'url'") -> str:

@@ -8,6 +8,7 @@ import decimal
 import json
 import logging
 import re
+import shlex
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -276,8 +277,9 @@ class BatchBuilder:
     """Turns raw ``[id, [k, v, k, v, ...]]`` entries into Arrow record batches of ``schema``."""
 
     def __init__(self, schema: StructType, *, fields_binary: bool,
-                 value_parser: ValueParser | None) -> None:
+                 value_parser: ValueParser | None, group: str | None = None) -> None:
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        self.group = group  # a streaming read's group (None: a batch read), for the errors
         self.fields_binary = fields_binary
         self.value_parser = value_parser
         self.value_type = (self.arrow_schema.field("value").type if value_parser else None)
@@ -314,14 +316,20 @@ class BatchBuilder:
             except Exception:  # looking for the entry that fails
                 culprit, stream = _text(entry[0]), name
                 break
+        head = (f"could not turn entry {culprit} of stream {stream!r} into a row "
+                f"({type(exc).__name__}: {printable(str(exc))}). This is a bug in "
+                "spark-eventbus: please report it with the entry (redis-cli XRANGE <stream> "
+                "<id> <id>). ")
+        if self.group is None:  # a batch read: no group, nothing to accept
+            return EntryDecodeError(
+                head + "To read around it now, read the IDs before it and after it with "
+                "options 'startId' and 'endId' (two reads).")
         return EntryDecodeError(
-            f"could not turn entry {culprit} of stream {stream!r} into a row "
-            f"({type(exc).__name__}: {printable(str(exc))}). This is a bug in spark-eventbus: "
-            "please report it with the entry (redis-cli XRANGE <stream> <id> <id>). To move "
-            "past it now: copy the entry aside (XRANGE, XADD to another stream), delete it "
-            "(XDEL <stream> <id>), restart the query, and when it stops on that lost entry run "
-            "`eventbus group accept-loss --stream <stream> --group <group>` and restart again; "
-            "the entry is then counted in lostEntries, acked and never delivered "
+            head + "To move past it now: copy the entry aside (XRANGE, XADD to another "
+            "stream), delete it (XDEL <stream> <id>), restart the query, and when it stops on "
+            "that lost entry run `eventbus group accept-loss --stream "
+            f"{shlex.quote(stream)} --group {shlex.quote(self.group)}` and restart again; the "
+            "entry is then counted in lostEntries, acked and never delivered "
             "(docs/data-loss.md).")
 
     def _build(self, stream: str | Sequence[str], entries: Sequence[Sequence[Any]],

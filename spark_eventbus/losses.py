@@ -90,28 +90,33 @@ def listing(lost: Sequence[RangeLoss], limit: int = SHOWN) -> str:
     return shown + (f"; and {more} more" if more > 0 else "")
 
 
-def accept_command(stream: str, group: str, consumer: str, url: str | None = None) -> str:
-    """The ``eventbus`` command that lets the next replay of the recorded batch move past it.
-    ``--consumer`` only when it is not the default ``spark-<group>``."""
-    words = ["eventbus"] + (["--url", url] if url else []) + [
-        "group", "accept-loss", "--stream", stream, "--group", group]
+def accept_command(stream: str, group: str, consumer: str, flags: Sequence[str] = ()) -> str:
+    """The ``eventbus`` command that lets the next replay of the recorded batch move past it
+    (``flags``: the connection's, :func:`.connection.cli_connection`). ``--consumer`` only
+    when it is not the default ``spark-<group>``."""
+    words = ["eventbus", *flags, "group", "accept-loss", "--stream", stream, "--group", group]
     if consumer != f"spark-{group}":
         words += ["--consumer", consumer]
     return " ".join(shlex.quote(w) for w in words)
 
 
 def loss_message(stream: str, group: str, consumer: str, seq: int,
-                 lost: Sequence[RangeLoss], url: str | None = None) -> str:
-    """The ``DataLossError`` of a replay that found ``lost`` (``failOnDataLoss=true``)."""
+                 lost: Sequence[RangeLoss], flags: Sequence[str] = (),
+                 env: Sequence[str] = ()) -> str:
+    """The ``DataLossError`` of a replay that found ``lost`` (``failOnDataLoss=true``); the
+    command in it can be pasted as it stands (``flags``, ``env``:
+    :func:`.connection.cli_connection`)."""
     n = total_missing(lost)
     ranges = len(lost)
-    command = accept_command(stream, group, consumer, url)
+    command = accept_command(stream, group, consumer, flags)
+    note = (f" (with the password{'s' if len(env) > 1 else ''} in {' and '.join(env)}, "
+            "which it reads when --password is not given)") if env else ""
     return (
         f"{n} {_entries(n)} of stream {stream!r} that batch {seq} of this query claimed "
         f"(group {group!r}, consumer {consumer!r}) {'is' if n == 1 else 'are'} no longer in "
         f"the stream, in {ranges} {'range' if ranges == 1 else 'ranges'}: {listing(lost)}. "
         f"Likely causes, most likely first: {CAUSES}. "
-        f"To move past them in this batch only, run `{command}` "
+        f"To move past them in this batch only, run `{command}`{note} "
         "and restart the query; or set option 'failOnDataLoss' to 'false' to move past every "
         f"such loss from then on. Moving past them means {MOVING_PAST}. The query stops here "
         "on every restart until one of the two is done; `eventbus status` shows this loss "

@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from .connection import cli_connection
 from .decoding import BatchBuilder, ValueParser, output_schema, parse_value_schema
 from .errors import DataLossError, EventBusError
 from .losses import RangeLoss, loss_message, range_loss, skip_message
@@ -33,7 +34,8 @@ def _builder(spec: ReadSpec) -> BatchBuilder:
     vs = parse_value_schema(spec.value_schema) if spec.value_schema else None
     return BatchBuilder(output_schema(vs, fields_binary=spec.fields_binary),
                         fields_binary=spec.fields_binary,
-                        value_parser=ValueParser(spec.value_field, vs) if vs else None)
+                        value_parser=ValueParser(spec.value_field, vs) if vs else None,
+                        group=spec.group)
 
 
 def read_slices(part: SlicePartition) -> Iterator[pa.RecordBatch]:
@@ -127,7 +129,8 @@ def _handle_lost(replay: StreamReplay, part: SlicePartition, stream: str,
     spec = part.spec
     assert spec.group is not None and spec.consumer is not None
     fail = spec.fail_on_data_loss
-    message = loss_message(stream, spec.group, spec.consumer, part.seq, lost, spec.conn.display)
+    message = loss_message(stream, spec.group, spec.consumer, part.seq, lost,
+                           *cli_connection(spec.conn))
     try:
         move_past = replay.record_losses(spec.group, spec.consumer, part.run, part.seq,
                                          int(time.time() * 1000), fail, lost)

@@ -145,15 +145,19 @@ def forget_consumer(r: Redis, stream: str, group: str, name: str, to: str,
     return moved
 
 
-def _consumer_names(r: Redis, stream: str, group: str) -> list[str]:
-    """The group's consumers, and the default name of a query's (``spark-<group>``)."""
-    return sorted({c["name"] for c in consumers(r, stream, group)} | {f"spark-{group}"})
+def _consumer_names(r: Redis, stream: str, group: str,
+                    known: list[dict[str, Any]] | None = None) -> list[str]:
+    """The group's consumers (``known``: as :func:`consumers` read them already), and the
+    default name of a query's (``spark-<group>``)."""
+    found = consumers(r, stream, group) if known is None else known
+    return sorted({c["name"] for c in found} | {f"spark-{group}"})
 
 
-def stopped_on_losses(r: Redis, stream: str, group: str) -> list[LossRecord]:
+def stopped_on_losses(r: Redis, stream: str, group: str,
+                      known: list[dict[str, Any]] | None = None) -> list[LossRecord]:
     """Batches the group's queries stopped on because entries were missing at replay and have
     not moved past yet (accepted or not), per consumer (its loss record, README key layout)."""
-    return [rec for name in _consumer_names(r, stream, group)
+    return [rec for name in _consumer_names(r, stream, group, known)
             for rec in loss_records(r, stream, group, name) if rec.stopped]
 
 
@@ -193,11 +197,13 @@ def status(r: Redis, stream: str, group: str | None, dlq: str) -> dict[str, Any]
         name = text(g["name"])
         if group is not None and name != group:
             continue
+        members = consumers(r, stream, name)  # XINFO CONSUMERS once per group
         groups.append({"group": name, "lag": g.get("lag"), "pending": int(g["pending"]),
                        "last_delivered_id": text(g["last-delivered-id"]),
-                       "consumers": consumers(r, stream, name),
+                       "consumers": members,
                        "stopped_on_lost_entries": [
-                           rec.to_json() for rec in stopped_on_losses(r, stream, name)]})
+                           rec.to_json() for rec in stopped_on_losses(r, stream, name,
+                                                                      members)]})
     if group is not None and not groups:
         raise EventBusError(f"stream {stream!r} has no consumer group {group!r}")
     dlq_len = r.xlen(dlq) if key_type(r, dlq) == "stream" else 0

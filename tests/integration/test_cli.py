@@ -209,6 +209,21 @@ def test_status_takes_a_stream_pattern(redis_server, names):
     assert f"stream {base}:a:dlq:" not in text.replace(f"dead-letter stream {base}:a:dlq", "")
 
 
+def test_status_reads_each_group_s_consumers_once(redis_server, names):
+    r = redis_server.client()
+    produce(r, names["stream"], 3)
+    for g in ("g1", "g2"):
+        r.xgroup_create(names["stream"], g, "0")
+        r.xreadgroup(g, "worker", {names["stream"]: ">"}, count=1)
+
+    def calls() -> int:
+        return int(r.info("commandstats").get("cmdstat_xinfo|consumers", {}).get("calls", 0))
+
+    before = calls()
+    assert _cli("--url", redis_server.url, "status", "--stream", names["stream"]).returncode == 0
+    assert calls() - before == 2  # one per group
+
+
 def test_trimming_a_stream_that_does_not_exist_says_so_and_fails(redis_server, names):
     for extra in ([], ["--dry-run"], ["--json"]):
         out = _cli("--url", redis_server.url, "stream", "trim", "--stream", names["stream"],
@@ -216,3 +231,20 @@ def test_trimming_a_stream_that_does_not_exist_says_so_and_fails(redis_server, n
         assert out.returncode == 1, out
         assert f"stream {names['stream']!r} does not exist" in out.stderr
         assert out.stderr.count("\n") == 1 and not out.stdout
+
+
+def test_the_password_can_come_from_the_environment(own_redis, names):
+    """The command a DataLossError prints names no password: the CLI reads it from
+    EVENTBUS_PASSWORD when --password is not given."""
+    own_redis.password = "s3cret-pw"
+    own_redis.start()
+    produce(own_redis.client(), names["stream"], 3)
+    args = ("--url", own_redis.url, "status", "--stream", names["stream"], "--json")
+    env = {k: v for k, v in os.environ.items() if k != "EVENTBUS_PASSWORD"}
+    refused = subprocess.run([sys.executable, "-m", "spark_eventbus", *args],
+                             capture_output=True, text=True, timeout=60, env=env)
+    assert refused.returncode == 1 and "refused the credentials" in refused.stderr
+    ok = subprocess.run([sys.executable, "-m", "spark_eventbus", *args], capture_output=True,
+                        text=True, timeout=60, env={**env, "EVENTBUS_PASSWORD": "s3cret-pw"})
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["length"] == 3

@@ -95,7 +95,9 @@ def test_failover_to_a_replica_that_missed_the_tail_of_a_batch(primary_and_repli
                            f"in the stream, in 1 range: [{received[0]}, {never_replicated[-1]}]"
                            ": 450 of 500.")
     assert "a failover to a replica that had not received them" in text
-    assert f"group accept-loss --stream {stream} --group billing" in text
+    # a command that can be pasted as it stands
+    assert f"run `eventbus --url {replica.url} group accept-loss --stream {stream} --group " \
+        "billing` and restart" in text
     with pytest.raises(DataLossError):  # every replay stops on it until someone acts
         _read(new, start, end)
 

@@ -115,3 +115,22 @@ def test_ids_beyond_spark_timestamps_keep_their_id_and_get_the_last_timestamp():
     stamps = batch.column("timestamp").to_pylist()
     assert stamps[:2] == [last, last]
     assert stamps[2] == dt.datetime(1970, 1, 1, 0, 0, 0, 5000, tzinfo=dt.timezone.utc)
+
+
+@pytest.mark.parametrize("group", [None, "billing"])
+def test_an_entry_that_cannot_become_a_row_is_named_with_the_way_past_for_its_read(group):
+    """A bug's way out: a streaming read's error names the accept-loss command of its group;
+    a batch read has no group (nothing to accept) and is told to read around the entry."""
+    from spark_eventbus.errors import EntryDecodeError
+
+    b = BatchBuilder(output_schema(), fields_binary=False, value_parser=None, group=group)
+    good = [b"1-0", [b"k", b"v"]]
+    broken = [b"2-0", 5]  # no field list: no reply of Redis looks like this
+    with pytest.raises(EntryDecodeError) as err:
+        b.build("orders", [good, broken], 1)
+    text = str(err.value)
+    assert "could not turn entry 2-0 of stream 'orders' into a row" in text
+    if group is None:
+        assert "accept-loss" not in text and "'startId' and 'endId'" in text
+    else:
+        assert "`eventbus group accept-loss --stream orders --group billing`" in text

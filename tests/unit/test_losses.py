@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import shlex
 
+import pytest
+
+from spark_eventbus.connection import cli_connection, connection_spec
 from spark_eventbus.losses import (
     SHOWN,
     LossRecord,
@@ -48,7 +51,7 @@ def test_the_message_counts_every_missing_entry_and_lists_the_ranges():
 
 def test_the_message_names_the_causes_in_order_the_way_past_and_what_it_means():
     text = loss_message("orders", "billing", "spark-billing", 7, [range_loss(FAILOVER, 50)],
-                        "redis://primary:6379/0")
+                        ["--url", "redis://primary:6379/0"])
     causes = [text.index(c) for c in ("failover to a replica", "XDEL", "MAXLEN/MINID")]
     assert causes == sorted(causes)
     assert ("`eventbus --url redis://primary:6379/0 group accept-loss --stream orders "
@@ -68,6 +71,29 @@ def test_long_listings_are_cut_after_ten_ranges_but_counted_whole():
     shown = listing(lost)
     assert shown.count(": 2 of 10") == SHOWN and shown.endswith("; and 15 more")
     assert loss_message("s", "g", "spark-g", 3, lost).startswith("50 entries")
+
+
+@pytest.mark.parametrize(("url", "password", "want_url", "env"), [
+    ("redis://primary:6379/0", None, "redis://primary:6379/0", []),
+    ("redis://primary:6379/0", "pw", "redis://primary:6379/0", ["EVENTBUS_PASSWORD"]),
+    ("redis://u:pw@primary:6379/0", None, "redis://u@primary:6379/0", ["EVENTBUS_PASSWORD"]),
+    ("rediss://:pw@primary:6380/1", None, "rediss://primary:6380/1", ["EVENTBUS_PASSWORD"]),
+])
+def test_the_command_in_the_message_can_be_pasted_and_holds_no_secret(url, password, want_url,
+                                                                      env):
+    """The URL without its password (never the redacted `u:***@`, which cannot be pasted); the
+    password is read from EVENTBUS_PASSWORD by the CLI, and the message says so."""
+    spec = connection_spec(url, password, tls_ca_cert="/etc/ca.pem" if "rediss" in url else None)
+    flags, needs = cli_connection(spec)
+    assert flags[:2] == ["--url", want_url] and needs == env
+    text = loss_message("orders", "billing", "spark-billing", 7, [range_loss(FAILOVER, 5)],
+                        flags, needs)
+    command = text.split("run `")[1].split("`")[0]
+    assert "pw" not in text and "***" not in text
+    assert shlex.split(command)[:3] == ["eventbus", "--url", want_url]
+    assert ("with the password in EVENTBUS_PASSWORD" in text) == bool(env)
+    if "rediss" in url:
+        assert "--tls-ca-cert /etc/ca.pem" in command
 
 
 def test_the_accept_command_quotes_names_and_names_a_consumer_of_ones_own():
