@@ -379,3 +379,38 @@ def test_more_streams_with_news_than_the_budget_take_turns(redis_server, names):
         start = end
     reader.stop()
     assert len(seen) == 10, sorted(seen)
+
+
+def test_heartbeat_leases_over_names_with_braces_colons_and_a_shared_tag(redis_server, names):
+    """Over many streams the leases live long and the driver's one heartbeat says it is alive:
+    with stream names holding braces, colons and a hash tag they share, each stream still gets
+    a lease of its own (in its slot), and a successor of a holder whose heartbeat stopped takes
+    every one of them over."""
+    from spark_eventbus.keys import alive_key, lease_key
+
+    r = redis_server.client()
+    base, group = names["stream"], names["group"]
+    forms = ("{%s}:orders:%d", "{%s}:orders:{%d}", "%s}{odd:%d", "%s:{}:%d", "a:b:%s::%d")
+    streams = [forms[i % len(forms)] % (base, i) for i in range(40)]
+    for s in streams:
+        r.xadd(s, {"n": "1"})
+    reader = driver_reader(redis_server.url, ",".join(streams), group)
+    reader.initialOffset()
+    lease = reader.driver.lease
+    keys = [lease_key(s, group, f"spark-{group}") for s in streams]
+    assert lease.heartbeat and len(set(keys)) == len(streams)
+    assert all(v is not None and v.decode().endswith(f"{lease.owner} hb")
+               for v in r.mget(keys))
+    assert r.pttl(alive_key(lease.owner)) > 0
+    # the holder's driver dies: its renewals and its heartbeat stop, its leases stay
+    lease._stop.set()
+    if lease._thread is not None:
+        lease._thread.join()
+    r.delete(alive_key(lease.owner))
+    successor = driver_reader(redis_server.url, ",".join(reversed(streams)), group)
+    successor.initialOffset()
+    owner = successor.driver.lease.owner
+    assert owner != lease.owner
+    assert all(v is not None and v.decode().split(" ")[1] == owner for v in r.mget(keys))
+    successor.stop()
+    assert r.exists(*keys) == 0

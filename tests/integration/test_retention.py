@@ -98,3 +98,45 @@ def test_trim_acked_keeps_the_stream_bounded_while_a_slow_group_gets_everything(
     # and at most one partly acked stream node (100 entries) more
     assert all(length <= behind + 500 + 100 for length, behind in lengths), lengths
     assert r.xlen(stream) <= 100  # all acked: trimmed to its last node
+
+
+def test_trim_acked_over_many_streams_trims_the_acked_ones_and_every_stream_every_tenth_time(
+        redis_server, names):
+    """trimAcked over 32 streams or more: each trim asks only the streams the query acked since
+    the last one (a quiet stream costs nothing), and every stream every TRIM_ALL_EVERY-th
+    time (another group's acks can free entries too)."""
+    from spark_eventbus.closing import TRIM_ALL_EVERY, Closer
+    from spark_eventbus.ledger import ClaimState
+    from spark_eventbus.loss_reports import SourceMetrics
+    from spark_eventbus.options import parse_reader_options
+    from spark_eventbus.planning import MANY_STREAMS
+    from spark_eventbus.redisio import ConsumerOps
+
+    r = redis_server.client()
+    streams = [f"{names['stream']}:{i}" for i in range(MANY_STREAMS + 8)]
+    for s in streams:  # 250 entries, every one read and acked: two whole nodes to trim
+        produce(r, s, 250)
+        r.xgroup_create(s, names["group"], "0")
+        _read(r, s, names["group"], 250)
+    opts = parse_reader_options({"url": redis_server.url, "stream": ",".join(streams),
+                                 "group": names["group"], "trimAcked": "true",
+                                 "trimIntervalMs": "0"}, streaming=True)
+    ops = {s: ConsumerOps(opts.connection, s, names["group"], "c") for s in streams}
+    claims = ClaimState()
+    closer = Closer(opts, ops, claims, None, SourceMetrics())  # type: ignore[arg-type]
+
+    def trimmed() -> set[str]:
+        return {s for s in streams if r.xlen(s) < 250}
+
+    def trim(acked: set[str]) -> None:
+        claims.acked_since_trim = set(acked)
+        closer._trim_acked()
+
+    claims.trims = 1  # not the every-stream turn
+    trim({streams[3], streams[7]})
+    assert trimmed() == {streams[3], streams[7]}
+    for _ in range(TRIM_ALL_EVERY - 2):  # the turns before the next every-stream one
+        trim(set())
+    assert trimmed() == {streams[3], streams[7]}
+    trim(set())  # the TRIM_ALL_EVERY-th: every stream
+    assert trimmed() == set(streams)
