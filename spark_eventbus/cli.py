@@ -100,6 +100,13 @@ def main(argv: list[str] | None = None) -> int:
                          f"${SENTINEL_PASSWORD_ENV})")
     ap.add_argument("--failover-timeout-ms", type=int, default=30_000,
                     help="how long a failover or restart is waited out (default 30000)")
+    ap.add_argument("--wait-replicas", type=int, default=0,
+                    help="writes (dlq replay, group create/seek) are reported done only once "
+                         "this many replicas have them (default 0)")
+    ap.add_argument("--wait-timeout-ms", type=int, default=5000,
+                    help="how long --wait-replicas waits (default 5000)")
+    ap.add_argument("--wait-aof", action="store_true",
+                    help="with --wait-replicas: the AOFs fsynced too (WAITAOF)")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     st = sub.add_parser("status", help="lag, pending and consumers per group")
     which = st.add_mutually_exclusive_group(required=True)
@@ -206,7 +213,10 @@ def main(argv: list[str] | None = None) -> int:
                                sentinel_master=args.sentinel_master,
                                sentinel_username=args.sentinel_username,
                                sentinel_password=args.sentinel_password,
-                               failover_timeout_ms=args.failover_timeout_ms, style="flag")
+                               failover_timeout_ms=args.failover_timeout_ms,
+                               wait_replicas=args.wait_replicas,
+                               wait_timeout_ms=args.wait_timeout_ms, wait_aof=args.wait_aof,
+                               style="flag")
     except EventBusError as exc:
         ap.error(str(exc))
     try:

@@ -89,8 +89,13 @@ def replay_page(spec: ConnectionSpec, dlq: str, target: str, count: int, after: 
     ``dlq`` back to ``target``, without their ``dlq.*`` fields; entries with no original field
     are kept in ``dlq``. Returns (moved, kept, last ID looked at)."""
     r = client(spec)
+    marker = replay_marker_key(target, dlq)
+    what = f"moving dead letters from {dlq!r} back to {target!r}"
     if same_slot(r, dlq, target):
         moved, kept, last = run_script(r, "dlq_replay", [dlq, target], [count, after])
+        if int(moved):  # waitReplicas: the page is on the replicas before it is reported
+            wait_for_writes(spec, [Barrier(marker, MARKER_TTL_MS, create_member=WAIT_MEMBER)],
+                            what)
         return int(moved), int(kept), text(last)
 
     raw = client(spec, raw_entries=True)
@@ -98,7 +103,6 @@ def replay_page(spec: ConnectionSpec, dlq: str, target: str, count: int, after: 
     page = raw.execute_command("XRANGE", dlq, start, "+", "COUNT", count)
     if not page:
         return 0, 0, after
-    marker = replay_marker_key(target, dlq)
     args: list[Any] = [MARKER_TTL_MS]
     for entry_id, fields in page:
         args += [entry_id, len(fields), *fields]
@@ -106,6 +110,10 @@ def replay_page(spec: ConnectionSpec, dlq: str, target: str, count: int, after: 
     keep = {text(i) for i in kept_ids}
     gone = [text(e[0]) for e in page if text(e[0]) not in keep]
     if gone:
+        # waitReplicas: the copies (and their marks) are on the target's replicas before the
+        # originals are deleted on another shard, or a failover there could lose both
+        wait_for_writes(spec, [Barrier(marker, MARKER_TTL_MS, ("SMISMEMBER", marker, *gone),
+                                       lambda found: all(int(x) == 1 for x in found))], what)
         r.xdel(dlq, *gone)
         r.srem(marker, *gone)
     return len(gone), int(kept), text(page[-1][0])

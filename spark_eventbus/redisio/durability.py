@@ -22,7 +22,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from ..capabilities import Capabilities, require_option
-from ..connection import ConnectionSpec
+from ..connection import ConnectionSpec, spell
 from ..errors import ConfigError, EventBusConnectionError
 from .base import Redis
 from .boundary import redis_errors
@@ -56,13 +56,13 @@ def _shortfall(spec: ConnectionSpec, reply: Any) -> str | None:
         local, replicas = (int(x) for x in reply)
         if local < 1 or replicas < spec.wait_replicas:
             aof = "the primary fsynced its AOF" if local else "the primary did NOT fsync its AOF"
-            return (f"{aof} and {replicas} of {spec.wait_replicas} replica(s) did (options "
-                    "'waitAof', 'waitReplicas')")
+            return (f"{aof} and {replicas} of {spec.wait_replicas} replica(s) did "
+                    f"({spell('waitAof', spec.style)}, {spell('waitReplicas', spec.style)})")
         return None
     got = int(reply)
     if got < spec.wait_replicas:
-        return (f"{got} of {spec.wait_replicas} replica(s) acknowledged (option "
-                "'waitReplicas')")
+        return (f"{got} of {spec.wait_replicas} replica(s) acknowledged "
+                f"({spell('waitReplicas', spec.style)})")
     return None
 
 
@@ -110,7 +110,8 @@ def _run(node: redis.Redis, spec: ConnectionSpec, barriers: list[Barrier], what:
             f"{what}: {missing} within {spec.wait_timeout_ms} ms on {spec.display}. The write "
             "is on the primary but could be lost if it fails now, so it is not reported done: "
             "the task fails (retriable; the write is idempotent). Check the replicas' links "
-            "(INFO replication), or raise 'waitTimeoutMs' or lower 'waitReplicas'.")
+            f"(INFO replication), or raise {spell('waitTimeoutMs', spec.style)} or lower "
+            f"{spell('waitReplicas', spec.style)}.")
 
 
 def _online_replicas(r: Redis) -> int | None:

@@ -238,6 +238,29 @@ def test_cli_status_and_dlq_replay_across_slots(redis_cluster, names):
     assert r.xlen(dlq) == 1  # the entry with no original field stays
 
 
+def test_a_cross_slot_dlq_replay_deletes_nothing_before_the_replicas_have_the_copies(
+        redis_cluster, names, capsys):
+    """Across cluster slots a replay copies a page (with its marks) to the target's shard, then
+    deletes the originals on the other: with --wait-replicas it waits for the copies first, so
+    a failover of the target's shard cannot lose both. This cluster has no replicas: the wait
+    fails, and nothing is deleted; a replay without it then moves each entry exactly once."""
+    from spark_eventbus.cli import main
+
+    r = redis_cluster.client()
+    tag = names["tag"]
+    target = f"w{tag}:orders"
+    dlq = _other_node_stream(redis_cluster, f"w{tag}:dlq", [target])
+    for i in range(5):
+        r.xadd(dlq, {"n": str(i), "dlq.reason": "bad"})
+    assert main(["--url", redis_cluster.url, "--wait-replicas", "1", "--wait-timeout-ms", "100",
+                 "dlq", "replay", "--from", dlq, "--to", target]) == 1
+    assert "0 of 1 replica(s) acknowledged" in capsys.readouterr().err
+    assert r.xlen(dlq) == 5  # the originals stay until the copies are safe
+    assert main(["--url", redis_cluster.url, "dlq", "replay", "--from", dlq, "--to", target]) == 0
+    assert sorted(int(f[b"n"]) for _, f in r.xrange(target)) == list(range(5))
+    assert r.xlen(dlq) == 0
+
+
 def test_pipe_job_into_an_eventbus_stream_on_a_cluster(spark, redis_cluster, tmp_path, names):
     from spark_eventbus.jobs.pipe import build_query, load_config
 

@@ -24,7 +24,7 @@ def test_translate_maps_redis_errors_to_typed_errors_with_retriable_flags():
     wrong = translate(redis.ResponseError("WRONGTYPE Operation against a key"), "reading")
     assert isinstance(wrong, NotAStreamError) and not wrong.retriable
     auth = translate(redis.AuthenticationError("invalid password"), "connecting")
-    assert isinstance(auth, ConfigError) and "'password' option" in str(auth)
+    assert isinstance(auth, ConfigError) and "option 'password'" in str(auth)
     assert isinstance(translate(redis.ResponseError("NOGROUP x"), "claiming"), RedisCommandError)
 
 
