@@ -148,29 +148,18 @@ def parse_sentinels(raw: str, name: str = "option 'sentinels'") -> tuple[tuple[s
     return tuple(dict.fromkeys(out))
 
 
-# How each kind of caller spells a setting in messages: Spark options, AckingBatchWriter's
-# keyword arguments, the CLI's flags.
-_SPELLINGS = {
-    "sentinels": ("sentinels", "sentinels", "--sentinels"),
-    "sentinelMaster": ("sentinelMaster", "sentinel_master", "--sentinel-master"),
-    "failoverTimeoutMs": ("failoverTimeoutMs", "failover_timeout_ms", "--failover-timeout-ms"),
-    "waitReplicas": ("waitReplicas", "wait_replicas", "--wait-replicas"),
-    "waitTimeoutMs": ("waitTimeoutMs", "wait_timeout_ms", "--wait-timeout-ms"),
-    "waitAof": ("waitAof", "wait_aof", "--wait-aof"),
-    "url": ("url", "url", "--url"),
-    "password": ("password", "password", "--password"),
-    "tlsCaCert": ("tlsCaCert", "tls_ca_cert", "--tls-ca-cert"),
-    "tlsCertFile": ("tlsCertFile", "tls_cert_file", "--tls-cert-file"),
-    "tlsSecretKeyFile": ("tlsSecretKeyFile", "tls_key_file", "--tls-key-file"),
-    "sentinelUsername": ("sentinelUsername", "sentinel_username", "--sentinel-username"),
-    "sentinelPassword": ("sentinelPassword", "sentinel_password", "--sentinel-password"),
-}
+# How each kind of caller spells a setting in messages: Spark options (camelCase),
+# AckingBatchWriter's keyword arguments (snake_case), the CLI's flags (--kebab-case); derived
+# from the option's name, but for these.
+_ODD_SPELLINGS = {"tlsSecretKeyFile": ("tls_key_file", "--tls-key-file")}
 _STYLES = ("option", "argument", "flag")
 
 
 def spell(setting: str, style: str = "option") -> str:
     """``setting`` (its option name) as ``style`` names it in messages."""
-    word = _SPELLINGS.get(setting, (setting,) * 3)[_STYLES.index(style)]
+    snake = re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), setting)
+    word = (setting, *_ODD_SPELLINGS.get(setting, (snake, "--" + snake.replace("_", "-"))))[
+        _STYLES.index(style)]
     return {"option": f"option '{word}'", "argument": f"argument '{word}'"}.get(style, word)
 
 
