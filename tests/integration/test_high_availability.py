@@ -268,3 +268,34 @@ def test_a_query_follows_a_sentinel_failover_and_delivers_everything(
     q = start({"availableNow": True})
     assert q.awaitTermination(300)
     assert pending(t.current_primary_client(), stream, group) == 0
+
+
+def test_sentinels_with_acl_users_need_only_the_documented_rule(topology, names):
+    """docs/high-availability.md: a sentinel user with `+sentinel|masters +client|setname` is
+    enough: the connector authenticates to every sentinel as that user, finds the primary and
+    writes through it, and no sentinel logs an ACL denial."""
+    from spark_eventbus.redisio.client import new_client
+
+    t = topology
+    user, secret = "eventbus-sentinel", "s3nt-" + names["tag"]
+    admins = [redis.Redis(host="127.0.0.1", port=s.port) for s in t.sentinels]
+    for a in admins:
+        a.execute_command("ACL", "SETUSER", user, "on", f">{secret}", "-@all",
+                          "+sentinel|masters", "+client|setname")
+        a.execute_command("ACL", "LOG", "RESET")
+    spec = connection_spec("redis:///0", sentinels=t.sentinel_addresses, sentinel_master=MASTER,
+                           sentinel_username=user, sentinel_password=secret)
+    r = new_client(spec)
+    r.xadd(names["stream"], {"n": "1"})
+    assert t.primary.client().xlen(names["stream"]) == 1
+    seen = [c for a in admins for c in a.client_list() if c.get("user") == user]
+    assert seen and all(c.get("name") == "spark-eventbus" for c in seen)
+    assert all(a.execute_command("ACL", "LOG") == [] for a in admins)
+    # a wrong password: refused at once, naming the sentinel settings
+    wrong = connection_spec("redis:///0", sentinels=t.sentinel_addresses,
+                            sentinel_master=MASTER, sentinel_username=user,
+                            sentinel_password=secret + "-x")
+    with pytest.raises(EventBusConnectionError) as err:
+        new_client(wrong)
+    assert "option 'sentinelUsername'/option 'sentinelPassword'" in str(err.value)
+    assert secret not in str(err.value)
