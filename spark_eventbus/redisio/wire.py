@@ -143,8 +143,6 @@ def roundtrip(node: redis.Redis, packed: Sequence[bytes], n: int, *,
     return replies
 
 
-
-
 def pipeline(r: Redis, commands: Sequence[Sequence[Any]]) -> list[Any]:
     """``commands`` in one round trip (per node), their replies as the server sent them: no
     redis-py reply callbacks; an error reply is an exception object in the list, not raised.
