@@ -31,7 +31,7 @@ from .boundary import redis_errors
 from .client import ConnectionSpec, client
 from .deadletter import same_slot
 from .streams import ACK_CHUNK, entry_sizes, is_stream_kind, key_type, stream_exists, text
-from .wire import as_map, is_no_such_key, pipeline
+from .wire import as_map, pipeline, raise_unless_missing
 
 log = logging.getLogger("spark_eventbus")
 
@@ -286,9 +286,7 @@ def ensure_groups(ops: Sequence[ConsumerOps], starting_position: str) -> list[bo
         earliest: dict[str, tuple[str, int]] = {}
         if todo and starting_position in ("earliest", "0"):
             infos = pipeline(ops[0].redis, [("XINFO", "STREAM", op.stream) for op in todo])
-            for info in infos:
-                if isinstance(info, Exception) and not is_no_such_key(info):
-                    raise info
+            raise_unless_missing(infos)
             for op, info in zip(todo, infos, strict=True):
                 earliest[op.stream] = ("0", 0) if isinstance(info, Exception) \
                     else earliest_in({text(k): v for k, v in as_map(info).items()})

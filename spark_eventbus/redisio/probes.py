@@ -18,7 +18,7 @@ from ..ids import StreamId
 from .boundary import redis_errors
 from .group import ConsumerOps, where
 from .streams import text
-from .wire import as_map, is_no_such_key, pipeline, raise_first
+from .wire import as_map, is_no_such_key, pipeline, raise_first, raise_unless_missing
 
 log = logging.getLogger("spark_eventbus")
 
@@ -103,12 +103,6 @@ class Probe:
 
 
 
-def _raise_unless_missing(replies: list[Any]) -> None:
-    for reply in replies:
-        if isinstance(reply, Exception) and not is_no_such_key(reply):
-            raise reply
-
-
 def _opt_text(value: Any) -> str | None:
     return None if value is None else text(value)
 
@@ -123,7 +117,7 @@ def probe(ops: Sequence[ConsumerOps], full: bool = True) -> list[Probe]:
         return []
     with redis_errors(f"reading group info ({where(ops)})", ops[0].spec):
         replies = pipeline(ops[0].redis, [("XINFO", "GROUPS", op.stream) for op in ops])
-        _raise_unless_missing(replies)
+        raise_unless_missing(replies)
         mine: list[dict[bytes, Any] | None] = []
         for op, groups in zip(ops, replies, strict=True):
             name = op.group.encode()
@@ -136,7 +130,7 @@ def probe(ops: Sequence[ConsumerOps], full: bool = True) -> list[Probe]:
         infos: dict[int, Any] = {}
         if ask:
             got = pipeline(ops[0].redis, [("XINFO", "STREAM", ops[i].stream) for i in ask])
-            _raise_unless_missing(got)
+            raise_unless_missing(got)
             infos = dict(zip(ask, got, strict=True))
     out = []
     for i, g in enumerate(mine):

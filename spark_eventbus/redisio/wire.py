@@ -77,6 +77,14 @@ def raise_first(replies: list[Any]) -> list[Any]:
     return replies
 
 
+def raise_unless_missing(replies: list[Any]) -> None:
+    """The first error among ``replies`` raised, unless it says the key is missing or not a
+    stream (:func:`is_no_such_key`): that reply stays in place for the caller."""
+    for reply in replies:
+        if isinstance(reply, Exception) and not is_no_such_key(reply):
+            raise reply
+
+
 def is_no_such_key(reply: Any, *, or_wrong_type: bool = True) -> bool:
     """An error reply (or raised error) of ``XINFO`` on a missing key (``no such key``) or,
     with ``or_wrong_type``, on a key that is not a stream (``WRONGTYPE``): the one place this
