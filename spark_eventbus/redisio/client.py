@@ -8,9 +8,7 @@ strings) and call :func:`client` where they run; each Python process keeps one c
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any
 
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
@@ -23,15 +21,12 @@ from ..connection import ConnectionSpec, format_sentinels, spell
 from ..errors import ConfigError, EventBusConnectionError
 from .base import Redis
 from .boundary import translate
+from .retry import RETRY_ON, WindowRetry, cluster_in_flux
+from .wire import read_slot_map
 
-# The cluster client's tries (its own loop re-reads the topology between them): with 50 ms ..
-# 2 s backoff, six ride over a restart of a few seconds.
-_RETRIES = 6
-# Tries at least, however short failoverTimeoutMs is (0: none).
-_MIN_TRIES = 2
-# The retry window before a client's server has ever answered (a wrong address fails fast).
-FIRST_CONTACT_S = 5.0
-T = TypeVar("T")
+# The cluster client's own immediate tries (it re-reads the slot map between them); the
+# waiting between tries is the client's window (``failoverTimeoutMs``), :class:`_Cluster`.
+_RETRIES = 1
 
 
 def _driver_info() -> dict[str, Any]:
@@ -69,93 +64,49 @@ def _node_kwargs(spec: ConnectionSpec) -> dict[str, Any]:
     return kwargs
 
 
-# Retried after a reconnect: the connection broke, or the node was demoted to a replica
-# (READONLY: the command did not run, so running it again is safe; a managed primary
-# endpoint's address reaches the new primary on the reconnect).
-_RETRY_ON = [redis.ConnectionError, redis.TimeoutError, redis.exceptions.ReadOnlyError]
-
-
-class WindowRetry(Retry):
-    """redis-py's ``Retry`` bounded by time, not by count: connection errors (but refused
-    credentials, which fail at once) and READONLY are retried with capped exponential backoff
-    and jitter until ``window_s`` has passed since the first failure of the call
-    (``failoverTimeoutMs``: a promotion, a restart), then the last error is raised (and
-    translated to a retriable ``EventBusConnectionError``).
-
-    Until the server has answered once, the window is at most :data:`FIRST_CONTACT_S`: a wrong
-    address or a server that is down at start fails in seconds, while one that answered before
-    is waited for through a failover. One instance per client, shared by its connections
-    (redis-py deep-copies the retry into each connection; the copy is the instance itself)."""
-
-    def __init__(self, window_s: float) -> None:
-        backoff = ExponentialWithJitterBackoff(cap=2.0, base=0.05)
-        super().__init__(backoff, -1, tuple(_RETRY_ON))
-        # Kept here, not read back from redis-py's Retry (whose fields are private).
-        self.backoff = backoff
-        self.retry_on: tuple[type[Exception], ...] = tuple(_RETRY_ON)
-        self.window_s = window_s
-        self.answered = False
-
-    def update_supported_errors(self, specified_errors: Iterable[type[Exception]]) -> None:
-        """redis-py adds a connection's ``retry_on_error`` here (public API)."""
-        super().update_supported_errors(specified_errors)
-        self.retry_on = tuple(dict.fromkeys((*self.retry_on, *specified_errors)))
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> WindowRetry:
-        return self
-
-    def __eq__(self, other: Any) -> bool:
-        return isinstance(other, WindowRetry) and other.window_s == self.window_s
-
-    def __hash__(self) -> int:
-        return hash(("WindowRetry", self.window_s))
-
-    def call_with_retry(self, do: Callable[[], T], fail: Callable[..., Any],
-                        is_retryable: Callable[[Exception], bool] | None = None,
-                        with_failure_count: bool = False) -> T:
-        self.backoff.reset()
-        failures = 0
-        deadline: float | None = None
-        while True:
-            try:
-                result = do()
-                self.answered = True
-                return result
-            except self.retry_on as error:
-                if is_retryable and not is_retryable(error):
-                    raise
-                if isinstance(error, redis.AuthenticationError):
-                    raise  # refused credentials (a ConnectionError to redis-py): not retried
-
-                failures += 1
-                if with_failure_count:
-                    fail(error, failures)
-                else:
-                    fail(error)
-                now = time.monotonic()
-                window = self.window_s if self.answered else min(self.window_s,
-                                                                  FIRST_CONTACT_S)
-                if deadline is None:
-                    deadline = now + window
-                if window <= 0 or (now >= deadline and failures >= _MIN_TRIES):
-                    raise error
-                time.sleep(min(self.backoff.compute(failures), max(deadline - now, 0.05)))
-
-
-def _retry(spec: ConnectionSpec | None = None) -> Retry:
-    if spec is None:
-        return Retry(ExponentialWithJitterBackoff(cap=2.0, base=0.05), _RETRIES)
+def _retry(spec: ConnectionSpec) -> Retry:
     return WindowRetry(spec.failover_timeout_ms / 1000)
 
 
 class _Cluster(RedisCluster):
-    """redis-py's cluster client, with more room for ``TRYAGAIN``: a command on keys of one
-    slot that a reshard has split between two masters (it moves a few keys per ``MIGRATE``)
-    is retried on each hop of the request TTL, sleeping 50 ms in its second half. redis-py's
-    16 hops wait out a split of ~0.4 s; 48 wait ~1.2 s before the error (retriable) reaches
-    the caller."""
+    """redis-py's cluster client, its commands retried within ``failoverTimeoutMs`` like a
+    single node's: while the cluster is changing hands (:func:`.retry.cluster_in_flux`: a master
+    failed and its replica not yet promoted, a slot on the move), with backoff, the slot map
+    read again between tries, until the window has passed since the first failure.
+
+    redis-py's own loop stays underneath: it follows ``MOVED``/``ASK`` and retries ``TRYAGAIN``
+    on each hop of the request TTL (48 hops here, not 16: a slot split mid-reshard is often
+    healed within them), and its count-based tries (:data:`_RETRIES`, no sleep between them)
+    are one immediate retry after it re-read the slot map. ``window``: the time window, also
+    used by :func:`.wire.pipeline`'s per-node path."""
 
     RedisClusterRequestTTL = 48
+    window: WindowRetry | None = None  # set once made (redis-py runs commands while making it)
+
+    def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        # a node named by the caller: no re-routing, so nothing to wait for
+        if self.window is None or kwargs.get("target_nodes") is not None:
+            return super().execute_command(*args, **kwargs)
+        return self.window.call_with_retry(
+            lambda: RedisCluster.execute_command(self, *args, **kwargs), self.after_failure)
+
+    def after_failure(self, error: BaseException) -> None:
+        """Before the next try: read the slot map again (a promotion shows there), unless the
+        error was a slot split that only needs time (``TRYAGAIN``)."""
+        if not (isinstance(error, redis.exceptions.TryAgainError)
+                or "TTL exhausted" in str(error)):
+            read_slot_map(self)
+
+
+def _cluster_client(spec: ConnectionSpec) -> _Cluster:
+    inner = Retry(ExponentialWithJitterBackoff(cap=2.0, base=0.05), _RETRIES)
+    c: _Cluster = _Cluster.from_url(  # type: ignore[assignment]
+        spec.url, retry=inner, **_node_kwargs(spec))
+    window = WindowRetry(spec.failover_timeout_ms / 1000, (
+        redis.RedisError, redis.exceptions.RedisClusterException), cluster_in_flux)
+    window.answered = True  # the cluster did: a master being failed over is waited for
+    c.window = window
+    return c
 
 
 def is_cluster_node(r: redis.Redis) -> bool:
@@ -209,7 +160,7 @@ def _sentinel_client(spec: ConnectionSpec) -> redis.Redis:
     retry.answered = True  # the sentinels did: a primary being failed over is waited for
     assert spec.sentinel_master is not None
     return sentinel.master_for(
-        spec.sentinel_master, redis_class=redis.Redis, retry=retry, retry_on_error=_RETRY_ON,
+        spec.sentinel_master, redis_class=redis.Redis, retry=retry, retry_on_error=list(RETRY_ON),
         connection_class=_SentinelSSLConnection if tls else _SentinelConnection, **node)
 
 
@@ -251,7 +202,7 @@ def new_client(spec: ConnectionSpec) -> Redis:
     discovers the others and follows MOVED/ASK), else a single-node :class:`redis.Redis`."""
     if spec.sentinels:
         return _sentinel_client(spec)
-    node = redis.Redis.from_url(spec.url, retry=_retry(spec), retry_on_error=_RETRY_ON,
+    node = redis.Redis.from_url(spec.url, retry=_retry(spec), retry_on_error=list(RETRY_ON),
                                 **_node_kwargs(spec))
     try:
         cluster = not spec.url.startswith("unix://") and is_cluster_node(node)
@@ -261,7 +212,7 @@ def new_client(spec: ConnectionSpec) -> Redis:
     if not cluster:
         return node
     node.close()
-    return _Cluster.from_url(spec.url, retry=_retry(), **_node_kwargs(spec))
+    return _cluster_client(spec)
 
 
 def is_cluster(r: Redis) -> bool:

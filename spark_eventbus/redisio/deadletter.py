@@ -26,6 +26,7 @@ from .client import ConnectionSpec, client, is_cluster
 from .durability import WAIT_MEMBER, Barrier, wait_for_writes
 from .scripts import run_script
 from .streams import text, xack
+from .wire import pipeline, raise_first
 
 # Markers live only between steps 2 and 3; the TTL removes those of a move that never resumed.
 MARKER_TTL_MS = BOOKKEEPING_TTL_MS
@@ -55,22 +56,19 @@ def dead_letter(spec: ConnectionSpec, source: str, dlq: str, group: str,
                         f"dead-lettering entries to {dlq!r}")
         return int(moved), int(skipped)
 
-    pipe = r.pipeline(transaction=False)
-    for entry_id, _, _ in entries:
-        pipe.xpending_range(source, group, entry_id, entry_id, 1)
-    live = [(e, p[0]) for e, p in zip(entries, pipe.execute(), strict=True) if p]
+    # XPENDING's extended form: [[id, consumer, idle ms, times delivered]], or [] when not
+    pending = raise_first(pipeline(r, [("XPENDING", source, group, entry_id, entry_id, 1)
+                                       for entry_id, _, _ in entries]))
+    live = [(e, p[0]) for e, p in zip(entries, pending, strict=True) if p]
     if not live:
         return 0, len(entries)
-    raw = client(spec, raw_entries=True)
-    pipe = raw.pipeline(transaction=False)
-    for (entry_id, _, _), _ in live:
-        pipe.execute_command("XRANGE", source, entry_id, entry_id)
+    found_all = raise_first(pipeline(r, [("XRANGE", source, entry_id, entry_id)
+                                         for (entry_id, _, _), _ in live]))
     marker = dead_letter_marker_key(dlq, source, group)
     args = [source, group, MARKER_TTL_MS]
-    for ((entry_id, reason, deliveries), pel), found in zip(live, pipe.execute(), strict=True):
+    for ((entry_id, reason, deliveries), pel), found in zip(live, found_all, strict=True):
         fields = list(found[0][1]) if found else []  # deleted meanwhile: the dlq.* fields only
-        args += [entry_id, reason, deliveries or str(pel["times_delivered"]), len(fields),
-                 *fields]
+        args += [entry_id, reason, deliveries or str(int(pel[3])), len(fields), *fields]
     run_script(r, "dead_letter_add", [dlq, marker], args)
     # waitReplicas: the dead letters on the dlq's replicas before the source acks them (a
     # failover of the dlq's node after the ack would lose them).

@@ -20,6 +20,7 @@ from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
 
 from ..capabilities import Capabilities, require_option
 from ..connection import ConnectionSpec, spell
@@ -27,6 +28,8 @@ from ..errors import ConfigError, EventBusConnectionError
 from .base import Redis
 from .boundary import redis_errors
 from .capabilities import capabilities_of
+from .retry import Window, cluster_in_flux
+from .wire import cluster_window, read_slot_map
 
 log = logging.getLogger("spark_eventbus")
 
@@ -198,11 +201,26 @@ def wait_for_writes(spec: ConnectionSpec, barriers: list[Barrier], what: str) ->
 
     r = client(spec)
     with redis_errors(what, spec):
-        by_node: dict[str, list[Barrier]] = {}
-        for b in barriers:
-            by_node.setdefault(_node_id(r, b.key), []).append(b)
-        for group in by_node.values():
-            _run(_node(r, group[0].key), spec, group, what)
+        if not isinstance(r, RedisCluster):  # the client's own Retry waits out a failover
+            _run(r, spec, barriers, what)
+            return
+        # A cluster's node clients do not retry: a master failing over (the connection
+        # refused, then CLUSTERDOWN, then MOVED to the promoted replica) is waited out here,
+        # within failoverTimeoutMs, each barrier sent to the node the slot map names now. On
+        # the promoted replica, a barrier's check says whether our writes made it there.
+        clock = Window(cluster_window(r))
+        while True:
+            try:
+                by_node: dict[str, list[Barrier]] = {}
+                for b in barriers:
+                    by_node.setdefault(_node_id(r, b.key), []).append(b)
+                for group in by_node.values():
+                    _run(_node(r, group[0].key), spec, group, what)
+                return
+            except (redis.RedisError, RedisClusterException) as exc:
+                if not cluster_in_flux(exc) or not clock.wait():
+                    raise
+                read_slot_map(r)
 
 
 def preflight(spec: ConnectionSpec, style: str = "option") -> None:

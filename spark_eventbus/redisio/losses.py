@@ -19,6 +19,7 @@ from ..losses import LossRecord, RangeLoss
 from .client import Redis
 from .scripts import run_script
 from .streams import text, xack, xrange_pages
+from .wire import pipeline, raise_first
 
 # XPENDING entries per call when acking what a range lost.
 _PEL_PAGE = 1000
@@ -27,10 +28,8 @@ _PEL_PAGE = 1000
 def xrange_each(r: Redis, stream: str, ids: Sequence[str]) -> list[Any]:
     """``XRANGE stream id id`` for each of ``ids``, pipelined: the entry, or None where the
     stream no longer holds it (raw replies with a ``client(spec, raw_entries=True)``)."""
-    pipe = r.pipeline(transaction=False)
-    for entry_id in ids:
-        pipe.execute_command("XRANGE", stream, entry_id, entry_id)
-    return [res[0] if res else None for res in pipe.execute()]
+    found = raise_first(pipeline(r, [("XRANGE", stream, entry_id, entry_id) for entry_id in ids]))
+    return [res[0] if res else None for res in found]
 
 
 def ack_gone(r: Redis, stream: str, group: str, lost: Sequence[RangeLoss]) -> int:

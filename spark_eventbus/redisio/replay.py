@@ -13,6 +13,7 @@ from .boundary import redis_errors
 from .client import ConnectionSpec, client
 from .losses import ack_gone, record_losses, xrange_each
 from .streams import xrange_pages
+from .wire import pipeline, raise_first
 
 
 def read_ranges(spec: ConnectionSpec, ranges: Sequence[tuple[str, str, str, int]]
@@ -25,10 +26,9 @@ def read_ranges(spec: ConnectionSpec, ranges: Sequence[tuple[str, str, str, int]
     shown = ", ".join(repr(s) for s in streams[:3]) + (
         f" and {len(streams) - 3} more" if len(streams) > 3 else "")
     with redis_errors(f"reading streams {shown}", spec):
-        pipe = client(spec, raw_entries=True).pipeline(transaction=False)
-        for stream, first, last, n in ranges:
-            pipe.execute_command("XRANGE", stream, first, last, "COUNT", n)
-        return [list(got or []) for got in pipe.execute()]
+        got = raise_first(pipeline(client(spec, raw_entries=True), [
+            ("XRANGE", stream, first, last, "COUNT", n) for stream, first, last, n in ranges]))
+        return [list(g or []) for g in got]
 
 
 class StreamReplay:

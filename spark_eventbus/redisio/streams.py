@@ -12,6 +12,7 @@ from ..errors import NotAStreamError
 from .base import Redis
 from .boundary import redis_errors
 from .client import client
+from .wire import pipeline, raise_first
 
 # IDs per XACK call: large enough to reach Redis's best per-ID cost, small enough that one call
 # stays far below the 50 ms budget of any server-side call.
@@ -82,10 +83,8 @@ def xack(r: Redis, stream: str, group: str, ids: Sequence[str], per_call: int = 
     """XACK ``ids`` in calls of ``per_call`` IDs, pipelined; the number acked."""
     if not ids:
         return 0
-    pipe = r.pipeline(transaction=False)
-    for k in range(0, len(ids), per_call):
-        pipe.xack(stream, group, *ids[k:k + per_call])
-    return sum(int(n) for n in pipe.execute())
+    return sum(int(n) for n in raise_first(pipeline(r, [
+        ("XACK", stream, group, *ids[k:k + per_call]) for k in range(0, len(ids), per_call)])))
 
 
 # -- with a spec: the client is taken and redis-py errors are translated here ---------------

@@ -21,14 +21,27 @@ either way); ``make bench``'s many-streams part is the figure that counts.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import redis
 from redis.cluster import RedisCluster
-from redis.exceptions import ConnectionError, ReadOnlyError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    ConnectionError,
+    MovedError,
+    ReadOnlyError,
+    RedisClusterException,
+    TimeoutError,
+    TryAgainError,
+)
 
 from .base import Redis, ResponseError
+from .retry import Window, WindowRetry
+
+log = logging.getLogger("spark_eventbus")
 
 T = TypeVar("T")
 
@@ -152,28 +165,131 @@ def roundtrip(node: redis.Redis, packed: Sequence[bytes], n: int, *,
 
 
 def pipeline(r: Redis, commands: Sequence[Sequence[Any]]) -> list[Any]:
-    """``commands`` in one round trip (per node), their replies as the server sent them: no
+    """``commands`` in one round trip per node, their replies as the server sent them: no
     redis-py reply callbacks; an error reply is an exception object in the list, not raised.
 
-    On a single node: packed by hiredis, sent at once, read with :func:`read_replies`
-    (redis-py's pipeline spends several times the round trip on its per-command packing and
-    reply handling when there are thousands, one per stream of a query over many streams).
-    Through the client's ``Retry`` (its window: ``failoverTimeoutMs``): a broken connection,
-    or a ``READONLY`` reply, sends them all again, as redis-py's pipeline does, so every
-    command sent this way must be safe to run twice. A cluster client: redis-py's pipeline,
-    which routes each command to its node and follows redirections (one command: the cluster
-    client's ``execute_command``, which also waits out ``CLUSTERDOWN``)."""
+    Packed by hiredis, sent at once, read with :func:`read_replies` (redis-py's pipeline spends
+    several times the round trip on its per-command packing and reply handling when there are
+    thousands, one per stream of a query over many streams). Within the client's window
+    (``failoverTimeoutMs``): a broken connection, or a ``READONLY`` reply, sends them again, so
+    every command sent this way must be safe to run twice. On a cluster, :func:`_per_node`:
+    the same per node, following redirections."""
     if not commands:
         return []
     if isinstance(r, RedisCluster):
-        if len(commands) == 1:  # the cluster client's own retries (CLUSTERDOWN: slot refresh)
-            try:
-                return [r.execute_command(*commands[0])]
-            except ResponseError as exc:
-                return [exc]
-        pipe = r.pipeline(transaction=False)
-        for c in commands:
-            pipe.execute_command(*c)
-        return list(pipe.execute(raise_on_error=False))
+        return _per_node(r, commands)
     packed = pack(commands)  # once: a retry sends the same bytes again
     return roundtrip(r, packed, len(commands), resend_on=NOT_RUN)
+
+
+def command_key(command: Sequence[Any]) -> Any:
+    """The key a command of this package routes by on a cluster (its first key), or ``None``
+    for a command without one."""
+    name = str(command[0]).upper() if not isinstance(command[0], bytes) else \
+        command[0].decode().upper()
+    if name in ("EVALSHA", "EVAL", "FCALL"):
+        return command[3] if int(command[2]) > 0 else None
+    if name in ("XREADGROUP", "XREAD"):
+        words = [str(c).upper() if isinstance(c, str) else c for c in command]
+        return command[words.index("STREAMS") + 1]
+    if name in ("XINFO", "XGROUP", "OBJECT", "MEMORY"):
+        return command[2]
+    return command[1] if len(command) > 1 else None
+
+
+# Replies that send a cluster command again: the slot moved or is moving (MOVED, ASK,
+# TRYAGAIN), no master serves it now (CLUSTERDOWN), or the node was demoted (READONLY).
+_SEND_AGAIN = (AskError, TryAgainError, ClusterDownError, ReadOnlyError)
+
+
+def _per_node(r: RedisCluster, commands: Sequence[Sequence[Any]]) -> list[Any]:
+    """:func:`pipeline` on a cluster: the commands grouped by the node that serves each key's
+    slot, one packed round trip per node. A reply that says the slot moved or is moving, or no
+    master serves it (a failover), and the commands of a node that did not answer, are sent
+    again — ``ASK`` at once to the node it names (after ``ASKING``), the rest after the
+    client's backoff with the slot map read again — until its window (``failoverTimeoutMs``)
+    has passed; then the last error reply stays in place, or a connection error is raised."""
+    clock = Window(cluster_window(r))
+    replies: list[Any] = [None] * len(commands)
+    todo = list(range(len(commands)))
+    ask: dict[int, Any] = {}  # command index -> the node an ASK named
+    while todo:
+        again: list[int] = []
+        failed: BaseException | None = None
+        for node, indexes in _by_node(r, commands, todo, ask).items():
+            sends: list[Sequence[Any]] = []
+            for i in indexes:
+                if i in ask:
+                    sends.append(("ASKING",))
+                sends.append(commands[i])
+            try:
+                got = on_connection(r.get_redis_connection(node), _sender(sends),
+                                    retried=False)
+            except (ConnectionError, TimeoutError) as exc:
+                if isinstance(exc, redis.AuthenticationError):
+                    raise
+                failed = exc
+                again += indexes
+                continue
+            got_iter = iter(got)
+            for i in indexes:
+                if ask.pop(i, None) is not None:
+                    next(got_iter)  # ASKING's OK
+                reply = next(got_iter)
+                replies[i] = reply
+                if isinstance(reply, _SEND_AGAIN):
+                    again.append(i)
+                    if isinstance(reply, AskError) and not isinstance(reply, MovedError):
+                        ask[i] = r.get_node(host=reply.host, port=reply.port)
+                    if ask.get(i) is None and not isinstance(reply, TryAgainError):
+                        failed = failed or reply  # the slot map is read again
+        todo = sorted(again)
+        if not todo:
+            break
+        if failed is None and all(i in ask and ask[i] is not None for i in todo):
+            continue  # only ASKs: follow them now (each slot's move ends in a MOVED)
+        if not clock.wait():
+            if failed is not None and isinstance(failed, (ConnectionError, TimeoutError)):
+                raise failed
+            break  # the error replies stay in place
+        if failed is not None:
+            read_slot_map(r)
+    return replies
+
+
+def _sender(commands: Sequence[Sequence[Any]]) -> Callable[[Any], list[Any]]:
+    def send(conn: Any) -> list[Any]:
+        conn.send_packed_command(pack(commands))
+        return read_replies(conn, len(commands))
+    return send
+
+
+def _by_node(r: RedisCluster, commands: Sequence[Sequence[Any]], todo: list[int],
+             ask: dict[int, Any]) -> dict[Any, list[int]]:
+    """``todo``'s command indexes grouped by node: the node an ``ASK`` named, else the one the
+    slot map names for the command's key (any node for a command without one)."""
+    groups: dict[Any, list[int]] = {}
+    for i in todo:
+        node = ask.get(i)
+        if node is None:
+            ask.pop(i, None)
+            key = command_key(commands[i])
+            node = r.get_default_node() if key is None else r.get_node_from_key(key)
+        groups.setdefault(node, []).append(i)
+    return groups
+
+
+def cluster_window(r: RedisCluster) -> WindowRetry:
+    """The time window (``failoverTimeoutMs``) of a cluster client made by
+    :func:`.client.client`; none for another."""
+    window = getattr(r, "window", None)
+    return window if isinstance(window, WindowRetry) else WindowRetry(0)
+
+
+def read_slot_map(r: RedisCluster) -> None:
+    """The cluster's slot map read again (a promoted replica, a moved slot); a failure to read
+    it is only logged: the next try meets the same errors and waits again."""
+    try:
+        r.nodes_manager.initialize()
+    except (redis.RedisError, RedisClusterException) as exc:
+        log.debug("spark-eventbus: the cluster's slot map could not be read (%s)", exc)

@@ -13,6 +13,7 @@ from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
+from redis.crc import key_slot
 
 from tests.harness.redis_server import RedisServer, redis_binary
 from tests.harness.redis_tls import TlsFiles
@@ -46,15 +47,18 @@ class ClusterNode(RedisServer):
     clients that connect with TLS are told the nodes' TLS ports."""
 
     def __init__(self, workdir: Path, port: int, aof: bool = True, password: str | None = None,
-                 tls: TlsFiles | None = None, tls_port: int | None = None) -> None:
+                 tls: TlsFiles | None = None, tls_port: int | None = None,
+                 node_timeout_ms: int = 3000) -> None:
         super().__init__(workdir, password=password, aof=aof)
         self.port = port
         self.tls = tls
         self.tls_port = tls_port  # with tls-cluster, the bus port is tls_port + 10000
+        self.node_timeout_ms = node_timeout_ms
 
     def extra_args(self) -> list[str]:
         args = ["--cluster-enabled", "yes", "--cluster-config-file",
-                str(self.workdir / "nodes.conf"), "--cluster-node-timeout", "3000",
+                str(self.workdir / "nodes.conf"), "--cluster-node-timeout",
+                str(self.node_timeout_ms),
                 "--slowlog-log-slower-than", "1000"]
         if self.tls is not None:
             args += ["--tls-port", str(self.tls_port), "--tls-cluster", "yes",
@@ -65,18 +69,23 @@ class ClusterNode(RedisServer):
 
 
 class RedisClusterServer:
-    """Three masters, no replicas; every slot covered."""
+    """Three masters, ``replicas`` replicas each (none by default); every slot covered. With
+    replicas, a master killed (:meth:`kill_master_of`) is failed over by the cluster itself."""
 
     def __init__(self, workdir: Path, masters: int = 3, aof: bool = True,
-                 password: str | None = None, tls: TlsFiles | None = None) -> None:
+                 password: str | None = None, tls: TlsFiles | None = None,
+                 replicas: int = 0, node_timeout_ms: int = 3000) -> None:
         self.password = password
         self.tls = tls
+        self.replicas = replicas
         if redis_binary() is None or shutil.which("redis-cli") is None:
             raise RuntimeError("the cluster tests need redis-server and redis-cli on PATH: run "
                                "`make install` (Debian's redis-server brings both).")
-        ports = free_cluster_ports(masters)
-        tls_ports = free_cluster_ports(masters, start=40000) if tls else [None] * masters
-        self.nodes = [ClusterNode(workdir / f"node{p}", p, aof, password, tls, t)
+        n = masters * (1 + replicas)
+        ports = free_cluster_ports(n)
+        tls_ports = free_cluster_ports(n, start=40000) if tls else [None] * n
+        self.nodes = [ClusterNode(workdir / f"node{p}", p, aof, password, tls, t,
+                                  node_timeout_ms)
                       for p, t in zip(ports, tls_ports, strict=True)]
 
     @property
@@ -91,7 +100,7 @@ class RedisClusterServer:
         addrs = [f"127.0.0.1:{n.port}" for n in self.nodes]
         auth = ["-a", self.password, "--no-auth-warning"] if self.password else []
         out = subprocess.run(["redis-cli", *auth, "--cluster", "create", *addrs,
-                              "--cluster-replicas", "0", "--cluster-yes"],
+                              "--cluster-replicas", str(self.replicas), "--cluster-yes"],
                              capture_output=True, text=True, timeout=60)
         if out.returncode != 0:
             raise RuntimeError(f"redis-cli --cluster create failed: {out.stdout}{out.stderr}")
@@ -111,15 +120,68 @@ class RedisClusterServer:
             time.sleep(0.2)
         raise RuntimeError("the test cluster did not reach cluster_state:ok")
 
+    def masters(self) -> list[ClusterNode]:
+        """The nodes that serve slots now (after failovers: the promoted replicas)."""
+        ports = {int(m[1]) for _, _, m, *_ in self._slots()}
+        return [n for n in self.nodes if n.port in ports]
+
+    def _slots(self) -> list[Any]:
+        for node in self.nodes:
+            if node.proc is None:
+                continue
+            try:
+                return list(node.client(socket_timeout=2).execute_command("CLUSTER", "SLOTS"))
+            except redis.RedisError:
+                continue
+        raise AssertionError("no live node answers CLUSTER SLOTS")
+
+    def kill_master_of(self, key: str, *, restart: bool = True,
+                       timeout: float = 60) -> tuple[ClusterNode, ClusterNode]:
+        """SIGKILL the master serving ``key``; wait until the cluster has promoted one of its
+        replicas (every live node says so and ``cluster_state:ok``); with ``restart``, start
+        the killed node again (it rejoins as a replica of the promoted one) and wait until the
+        new master has it online. Returns (killed, promoted)."""
+        killed = self.node_of(key)
+        killed.kill()
+        slot = key_slot(key.encode())
+        deadline = time.monotonic() + timeout
+        promoted: ClusterNode | None = None
+        while time.monotonic() < deadline:
+            try:
+                owner = self.node_of_slot(slot)
+                if owner is not killed and all(
+                        n.client(socket_timeout=2).cluster("info")["cluster_state"] == "ok"
+                        for n in self.nodes if n.proc is not None):
+                    promoted = owner
+                    break
+            except (redis.RedisError, AssertionError):
+                pass
+            time.sleep(0.1)
+        if promoted is None:
+            raise AssertionError(f"no replica of {killed.port} was promoted in {timeout} s")
+        if restart:
+            killed.start()
+            while time.monotonic() < deadline:
+                info = promoted.client(socket_timeout=2).info("replication")
+                if any(isinstance(v, dict) and v.get("state") == "online"
+                       and int(v.get("port", 0)) == killed.port for v in info.values()):
+                    break
+                time.sleep(0.1)
+            else:
+                raise AssertionError(f"{killed.port} did not rejoin as a replica")
+        return killed, promoted
+
     def client(self) -> RedisCluster:
-        return RedisCluster(host="127.0.0.1", port=self.nodes[0].port, password=self.password)
+        """A redis-py cluster client, started from a node that runs."""
+        live = next(n for n in self.nodes if n.proc is not None)
+        return RedisCluster(host="127.0.0.1", port=live.port, password=self.password)
 
     def node_of(self, key: str) -> ClusterNode:
-        slot = self.client().keyslot(key)
+        slot = key_slot(key.encode())
         return self.node_of_slot(slot)
 
     def node_of_slot(self, slot: int) -> ClusterNode:
-        for start, end, master, *_ in self.nodes[0].client().execute_command("CLUSTER", "SLOTS"):
+        for start, end, master, *_ in self._slots():
             if start <= slot <= end:
                 return next(n for n in self.nodes if n.port == int(master[1]))
         raise AssertionError(f"no node serves slot {slot}")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from spark_eventbus import AckingBatchWriter, EventBusConnectionError
+from spark_eventbus import AckingBatchWriter, EventBusConnectionError, register
 from spark_eventbus.keys import dead_letter_marker_key, key_slot, plan_key
 from spark_eventbus.offsets import StreamBatch
 from spark_eventbus.redisio import (
@@ -43,7 +43,7 @@ pytestmark = pytest.mark.integration
 
 def _spread(cluster: RedisClusterServer, prefix: str, per_node: int = 2) -> list[str]:
     """Stream names of ``prefix`` whose slots lie on every master, ``per_node`` each."""
-    by_node: dict[int, list[str]] = {n.port: [] for n in cluster.nodes}
+    by_node: dict[int, list[str]] = {n.port: [] for n in cluster.masters()}
     i = 0
     while any(len(v) < per_node for v in by_node.values()):
         name = f"{prefix}:{i}"
@@ -397,14 +397,17 @@ def _tryagain_count(node) -> int:  # type: ignore[no-untyped-def]
     return int(stats.get("errorstat_TRYAGAIN", {}).get("count", 0))
 
 
-def _split_slot(redis_cluster, prefix: str):  # type: ignore[no-untyped-def]
+def _split_slot(redis_cluster, prefix: str,  # type: ignore[no-untyped-def]
+                window_ms: int = 30_000):
     """A stream with 100 entries, 40 of them claimed (so its plan key exists), whose slot is
-    then split mid-reshard: the stream on another master, the plan and lease left behind."""
+    then split mid-reshard: the stream on another master, the plan and lease left behind.
+    ``window_ms``: the consumer's failoverTimeoutMs."""
     r = redis_cluster.client()
     stream = f"{{{prefix}{uuid.uuid4().hex[:6]}}}:in"
     produce(r, stream, 100)
     r.xgroup_create(stream, "g", "0")
-    ops = ConsumerOps(ConnectionSpec(redis_cluster.url), stream, "g", "c")
+    ops = ConsumerOps(ConnectionSpec(redis_cluster.url, failover_timeout_ms=window_ms), stream,
+                      "g", "c")
     assert claims.claim([claims.ClaimAsk(ops, 40, None)], "run", 1, True)[0].chunk.count == 40
     slot = key_slot(stream)
     source = redis_cluster.node_of_slot(slot)
@@ -426,9 +429,10 @@ def test_a_claim_while_a_slots_keys_stay_split_fails_retriable_and_claims_nothin
         redis_cluster):
     """Mid-reshard a slot's keys can sit on two masters (redis-cli moves 10 keys per
     MIGRATE): the claim script, which touches the stream, its plan and its lease, gets
-    TRYAGAIN. While the split lasts, the claim fails with a retriable error and claims
-    nothing; once the keys are together again it claims what is there."""
-    r, stream, ops, slot, source, other = _split_slot(redis_cluster, "split")
+    TRYAGAIN. While the split outlasts failoverTimeoutMs (1 s here), the claim fails with a
+    retriable error and claims nothing; once the keys are together again it claims what is
+    there."""
+    r, stream, ops, slot, source, other = _split_slot(redis_cluster, "split", window_ms=1000)
     try:
         with pytest.raises(EventBusConnectionError, match="resharding") as err:
             claims.claim([claims.ClaimAsk(ops, 40, None)], "run", 2, True)[0]
@@ -520,3 +524,42 @@ def test_a_stream_pattern_finds_streams_on_every_master(spark, redis_cluster, tm
     report = json.loads(q.recentProgress[-1]["sources"][0]["latestOffset"])
     assert report["_eventbus"]["streams"] == len(streams) == len(redis_cluster.nodes)
     assert all(pending(r, s, "g") == 0 for s in streams)
+
+
+def test_a_sink_write_rides_over_its_slot_split_for_seconds(spark, redis_cluster, names):
+    """The target's slot stays split mid-reshard for ~5 s (the stream on one master, its
+    markers' side on the other): the chunk script gets TRYAGAIN all that time and is retried
+    within failoverTimeoutMs; once the reshard finishes the write goes through, each row once."""
+    r = redis_cluster.client()
+    target = f"{{sp{names['tag']}}}:out"
+    r.xadd(target, {"n": "seed"})
+    slot = key_slot(target)
+    source = redis_cluster.node_of_slot(slot)
+    other = next(n for n in redis_cluster.masters() if n is not source)
+    redis_cluster.begin_move(slot, other, keys=False)
+    redis_cluster.migrate_keys(source, other, slot, [target])
+    before = _tryagain_count(other) + _tryagain_count(source)
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        register(spark)  # a write from a new thread (docs/troubleshooting.md)
+        try:
+            (spark.range(500).select(F.col("id").cast("string").alias("n")).coalesce(1)
+             .write.format("eventbus").option("url", redis_cluster.url)
+             .option("stream", target).mode("append").save())
+        except BaseException as exc:
+            errors.append(exc)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        wait_for(lambda: _tryagain_count(other) + _tryagain_count(source) > before,
+                 timeout=60, what="the write meeting the split")
+        time.sleep(5)
+        assert writer.is_alive()  # still retrying, not failed
+    finally:
+        _heal(redis_cluster, source, other, slot)
+        writer.join(120)
+    assert not errors, errors
+    got = Counter(f[b"n"].decode() for _, f in r.xrange(target))
+    assert got == Counter(["seed", *(str(i) for i in range(500))])

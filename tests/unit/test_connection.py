@@ -13,10 +13,10 @@ from spark_eventbus.acking import AckingBatchWriter
 from spark_eventbus.connection import ConnectionSpec, connection_spec, parse_sentinels
 from spark_eventbus.errors import ConfigError
 from spark_eventbus.options import parse_reader_options, parse_sink_options
-from spark_eventbus.redisio.client import WindowRetry
+from spark_eventbus.redisio.retry import WindowRetry
 
 # the module (the package's name `client` is the function)
-client_module = importlib.import_module("spark_eventbus.redisio.client")
+retry_module = importlib.import_module("spark_eventbus.redisio.retry")
 
 
 def test_sentinels_parse_host_port_pairs_ipv6_and_drop_repeats() -> None:
@@ -114,7 +114,7 @@ def test_before_the_server_ever_answered_the_window_is_short() -> None:
     assert copy.deepcopy(retry) is retry  # one state for every connection of a client
     assert not retry.answered
     retry.window_s = 3600.0
-    client_module.FIRST_CONTACT_S, saved = 0.2, client_module.FIRST_CONTACT_S
+    retry_module.FIRST_CONTACT_S, saved = 0.2, retry_module.FIRST_CONTACT_S
     try:
         with pytest.raises(redis.ConnectionError):  # a server that never answered: 0.2 s
             retry.call_with_retry(_Flaky(10**6), lambda _e: None)
@@ -122,7 +122,7 @@ def test_before_the_server_ever_answered_the_window_is_short() -> None:
         assert retry.answered  # from now on a failover is waited out for the whole window
         assert retry.call_with_retry(_Flaky(3), lambda _e: None) == "ok"
     finally:
-        client_module.FIRST_CONTACT_S = saved
+        retry_module.FIRST_CONTACT_S = saved
 
 
 def test_the_window_retry_gives_up_once_the_window_has_passed() -> None:
@@ -145,3 +145,54 @@ def test_the_window_retry_retries_readonly_replies() -> None:
             raise redis.exceptions.ReadOnlyError("READONLY You can't write against a replica.")
         return "ok"
     assert WindowRetry(30.0).call_with_retry(demoted, lambda _e: None) == "ok"
+
+
+def test_a_cluster_in_flux_is_waited_for_and_a_wrong_command_is_not() -> None:
+    from redis.exceptions import (
+        ClusterDownError,
+        ClusterError,
+        MovedError,
+        RedisClusterException,
+        SlotNotCoveredError,
+        TryAgainError,
+    )
+
+    from spark_eventbus.redisio.retry import cluster_in_flux
+    in_flux = [redis.ConnectionError("refused"), redis.TimeoutError("timeout"),
+               ClusterDownError("CLUSTERDOWN The cluster is down"),
+               TryAgainError("TRYAGAIN Multiple keys request during rehashing of slot"),
+               MovedError("3999 127.0.0.1:6381"), ClusterError("TTL exhausted."),
+               SlotNotCoveredError('Slot "12" is not covered by the cluster.'),
+               redis.exceptions.ReadOnlyError("READONLY You can't write against a replica."),
+               RedisClusterException("Redis Cluster cannot be connected. Please provide at "
+                                     "least one reachable node: ...")]
+    wrong = [redis.AuthenticationError("invalid username-password pair"),
+             redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind"),
+             redis.ResponseError("NOGROUP No such key or consumer group"),
+             RedisClusterException("Keys in request don't hash to the same slot")]
+    assert [cluster_in_flux(e) for e in in_flux] == [True] * len(in_flux)
+    assert [cluster_in_flux(e) for e in wrong] == [False] * len(wrong)
+
+    calls: list[int] = []
+    failover = [in_flux[2], in_flux[4]]  # CLUSTERDOWN, then MOVED to the promoted replica
+
+    def healing() -> str:
+        calls.append(1)
+        if failover:
+            raise failover.pop(0)
+        return "ok"
+    retry = WindowRetry(30.0, (redis.RedisError, RedisClusterException), cluster_in_flux)
+    assert retry.call_with_retry(healing, lambda _e: None) == "ok"
+    assert len(calls) == 3
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        retry.call_with_retry(lambda: (_ for _ in ()).throw(wrong[1]), lambda _e: None)
+
+
+def test_the_commands_route_by_their_first_key() -> None:
+    from spark_eventbus.redisio.wire import command_key
+    assert command_key(("XREADGROUP", "GROUP", "g", "c", "COUNT", 5, "STREAMS", "s", ">")) == "s"
+    assert command_key(("EVALSHA", "abc", 2, "k1", "k2", "a")) == "k1"
+    assert command_key(("EVALSHA", "abc", 0, "a")) is None
+    assert command_key(("XINFO", "GROUPS", "s")) == "s"
+    assert command_key(("XACK", "s", "g", "1-1")) == "s"
+    assert command_key(("PING",)) is None

@@ -1,0 +1,152 @@
+"""Retries bounded by time (``failoverTimeoutMs``), not by count: the one rule every client of
+the package follows — a single node, a Sentinel primary, a Redis Cluster — and what counts as
+"the server is changing hands, try again" on each. Imports nothing of the package: the clients
+(:mod:`.client`) and the wire (:mod:`.wire`) both use it.
+
+On a cluster, a master failover shows as connection errors on the dead master (until the
+cluster promotes its replica and the slot map says so), ``CLUSTERDOWN`` (the cluster marked the
+master failed and has not promoted yet), ``MOVED`` to the promoted replica, ``TRYAGAIN`` (a slot
+split between two masters mid-reshard), and ``READONLY`` (a write that reached a demoted
+master): :func:`cluster_in_flux` says which errors those are.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import redis
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    ClusterError,
+    RedisClusterException,
+    SlotNotCoveredError,
+    TryAgainError,
+)
+from redis.retry import Retry
+
+T = TypeVar("T")
+
+# Tries at least, however short failoverTimeoutMs is (0: none).
+MIN_TRIES = 2
+# The retry window before a client's server has ever answered (a wrong address fails fast).
+FIRST_CONTACT_S = 5.0
+
+# Retried after a reconnect: the connection broke, or the node was demoted to a replica
+# (READONLY: the command did not run, so running it again is safe; a managed primary
+# endpoint's address reaches the new primary on the reconnect).
+RETRY_ON: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError,
+                                         redis.exceptions.ReadOnlyError)
+
+
+def cluster_in_flux(error: BaseException) -> bool:
+    """Whether ``error``, from a cluster client, means the cluster is changing hands (a failover,
+    a reshard) rather than that the command is wrong: connection errors (refused credentials
+    excepted), ``READONLY``, ``CLUSTERDOWN``, ``TRYAGAIN``, redirections left over when redis-py's
+    request TTL ran out, and a slot no node serves yet."""
+    if isinstance(error, redis.AuthenticationError):
+        return False
+    if isinstance(error, (*RETRY_ON, ClusterDownError, TryAgainError, AskError,
+                          SlotNotCoveredError)):
+        return True
+    text = str(error)
+    if isinstance(error, ClusterError):  # redis-py's "TTL exhausted." after 16+ redirections
+        return "TTL exhausted" in text
+    # the slot map could not be read: every known node refused, or some slot had no master
+    return isinstance(error, RedisClusterException) and (
+        "cannot be connected" in text or "slots are not covered" in text)
+
+
+class WindowRetry(Retry):
+    """redis-py's ``Retry`` bounded by time, not by count: errors of ``retry_on`` (but refused
+    credentials, which fail at once), and that ``is_retryable`` accepts, are retried with capped
+    exponential backoff and jitter until ``window_s`` has passed since the first failure of the
+    call (``failoverTimeoutMs``: a promotion, a restart), then the last error is raised (and
+    translated to a retriable ``EventBusConnectionError``).
+
+    Until the server has answered once, the window is at most :data:`FIRST_CONTACT_S`: a wrong
+    address or a server that is down at start fails in seconds, while one that answered before
+    is waited for through a failover. One instance per client, shared by its connections
+    (redis-py deep-copies the retry into each connection; the copy is the instance itself)."""
+
+    def __init__(self, window_s: float,
+                 retry_on: tuple[type[BaseException], ...] = RETRY_ON,
+                 is_retryable: Callable[[BaseException], bool] | None = None) -> None:
+        backoff = ExponentialWithJitterBackoff(cap=2.0, base=0.05)
+        super().__init__(backoff, -1, retry_on)  # type: ignore[arg-type]
+        # Kept here, not read back from redis-py's Retry (whose fields are private).
+        self.backoff = backoff
+        self.retry_on: tuple[type[BaseException], ...] = retry_on
+        self.window_s = window_s
+        self.answered = False
+        self.is_retryable = is_retryable
+
+    def update_supported_errors(self, specified_errors: Iterable[type[Exception]]) -> None:
+        """redis-py adds a connection's ``retry_on_error`` here (public API)."""
+        super().update_supported_errors(specified_errors)
+        self.retry_on = tuple(dict.fromkeys((*self.retry_on, *specified_errors)))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> WindowRetry:
+        return self
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, WindowRetry) and other.window_s == self.window_s
+
+    def __hash__(self) -> int:
+        return hash(("WindowRetry", self.window_s))
+
+    def call_with_retry(self, do: Callable[[], T], fail: Callable[..., Any],
+                        is_retryable: Callable[[Exception], bool] | None = None,
+                        with_failure_count: bool = False) -> T:
+        self.backoff.reset()
+        clock = Window(self)
+        while True:
+            try:
+                result = do()
+                self.answered = True
+                return result
+            except self.retry_on as error:
+                if is_retryable and not is_retryable(error):  # type: ignore[arg-type]
+                    raise
+                if not self.retries(error):
+                    raise
+                if with_failure_count:
+                    fail(error, clock.failures + 1)
+                else:
+                    fail(error)
+                if not clock.wait():
+                    raise error
+
+    def retries(self, error: BaseException) -> bool:
+        """Whether ``error`` is one this retry waits out."""
+        if isinstance(error, redis.AuthenticationError):
+            return False  # refused credentials (a ConnectionError to redis-py): not retried
+        if not isinstance(error, self.retry_on):
+            return False
+        return self.is_retryable is None or self.is_retryable(error)
+
+
+class Window:
+    """One call's failures against a :class:`WindowRetry`'s window: :meth:`wait` after each
+    failure sleeps the backoff and says whether to try again (for loops that are not a single
+    ``do()``, such as the cluster's per-node pipeline)."""
+
+    def __init__(self, retry: WindowRetry) -> None:
+        self.retry = retry
+        self.failures = 0
+        self.deadline: float | None = None
+
+    def wait(self) -> bool:
+        retry = self.retry
+        self.failures += 1
+        now = time.monotonic()
+        window = retry.window_s if retry.answered else min(retry.window_s, FIRST_CONTACT_S)
+        if self.deadline is None:
+            self.deadline = now + window
+        if window <= 0 or (now >= self.deadline and self.failures >= MIN_TRIES):
+            return False
+        time.sleep(min(retry.backoff.compute(self.failures), max(self.deadline - now, 0.05)))
+        return True
