@@ -652,10 +652,22 @@ def many_names(n: int) -> list[str]:
     return [f"bench:many:{n}:{i}" for i in range(n)]
 
 
-def _command_calls(r: redis.Redis) -> int:
-    """Commands Redis has run (``INFO commandstats``; script-internal calls included)."""
-    return sum(int(v["calls"]) for k, v in r.info("commandstats").items()
+def _command_calls(r: redis.Redis | list[redis.Redis]) -> int:
+    """Commands Redis has run (``INFO commandstats``; script-internal calls included), summed
+    over ``r``'s nodes when it is a list (a cluster's masters)."""
+    nodes = r if isinstance(r, list) else [r]
+    return sum(int(v["calls"]) for n in nodes for k, v in n.info("commandstats").items()
                if k != "cmdstat_info")
+
+
+def _masters(url: str) -> list[redis.Redis]:
+    """The node of ``url``, or every master of the cluster it belongs to."""
+    r = redis.Redis.from_url(url)
+    if not int(r.info("cluster").get("cluster_enabled", 0)):
+        return [r]
+    from redis.cluster import RedisCluster
+    return [redis.Redis(host=n.host, port=n.port)
+            for n in RedisCluster.from_url(url).get_primaries()]
 
 
 def run_many(url: str, counts: str, quiet_seconds: str) -> dict[str, Any]:
@@ -669,7 +681,7 @@ def run_many(url: str, counts: str, quiet_seconds: str) -> dict[str, Any]:
 
     spark = _spark()
     spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
-    r = redis.Redis.from_url(url)
+    r = _masters(url)
 
     def reader(n: int) -> Any:
         return (spark.readStream.format("eventbus").option("url", url)
@@ -722,7 +734,7 @@ def run_many(url: str, counts: str, quiet_seconds: str) -> dict[str, Any]:
         out[str(n)]["quiet"] = {
             "triggers": len(progress), "latest_offset_ms_median": lo[len(lo) // 2] if lo else None,
             "latest_offset_ms_max": lo[-1] if lo else None,
-            "commands_per_trigger": calls / max(1, len(progress)),
+            "commands_per_trigger": calls / max(1, len(progress)), "nodes": len(r),
             "rows": sum(p["numInputRows"] for p in progress)}
     spark.stop()
     return out
@@ -895,8 +907,41 @@ def bench_cluster(r: redis.Redis, port: int, n: int, work: Path) -> None:
             FIGURES[f"cluster_sink_{label}"] = res
             print(f"sink      {label:<8}: {res['rows_per_s']:>10,.0f} rows/s (idempotent, rows "
                   f"routed by a stream column over {len(names)} streams)")
+        bench_cluster_many(rc, cluster.url)
     finally:
         cluster.stop()
+
+
+CLUSTER_MANY = (1, 1000)
+
+
+def bench_cluster_many(rc: Any, url: str, quiet_seconds: float = 6) -> None:
+    """Issue 38: the many-streams part on the 3-master cluster — 20,000 entries over 1 and
+    1,000 streams, one query each in one driver; then quiet triggers over the 1,000 (Redis
+    commands counted on every master)."""
+    for n in CLUSTER_MANY:
+        names = many_names(n)
+        pipe = rc.pipeline(transaction=False)
+        for i in range(MANY_ENTRIES):
+            pipe.xadd(names[i % n], {"n": str(i), "payload": "x" * 60})
+        pipe.execute()
+    res = sub_driver("many", url, ",".join(map(str, CLUSTER_MANY)), str(quiet_seconds))
+    one = res["1"]["seconds"]
+    print(f"cluster, many streams ({MANY_ENTRIES:,} entries, 3 masters, one query each):")
+    for n in CLUSTER_MANY:
+        x = res[str(n)]
+        assert x["rows"] == MANY_ENTRIES, (n, x)
+        print(f"  {n:>6,} streams: {x['seconds']:5.2f} s = {x['seconds'] / one:.2f}x one "
+              f"stream; latestOffset {x['latest_offset_ms']:,.0f} ms, addBatch "
+              f"{x['add_batch_ms']:,.0f} ms; {x['commands']:,} Redis commands", flush=True)
+        if "quiet" in x:
+            qt = x["quiet"]
+            assert qt["rows"] == 0, qt
+            print(f"          quiet triggers ({qt['triggers']}): latestOffset median "
+                  f"{qt['latest_offset_ms_median']} ms, max {qt['latest_offset_ms_max']} ms; "
+                  f"{qt['commands_per_trigger'] / qt['nodes']:,.1f} Redis commands per trigger "
+                  f"per master", flush=True)
+    FIGURES["cluster_many_streams"] = {"entries": MANY_ENTRIES, "runs": res}
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ from .errors import ConfigError, EventBusConnectionError, EventBusError
 from .loss_reports import LossReports
 from .options import ReaderOptions
 from .planning import MANY_STREAMS
-from .redisio import ConsumerOps, GroupStats, Probe, client, is_cluster, probes
+from .redisio import ConsumerOps, GroupStats, Probe, probes
 
 log = logging.getLogger("spark_eventbus")
 
@@ -38,7 +38,6 @@ class ProbeCache:
         self.dirty: set[str] = set()
         self.probed_all_at = float("-inf")
         self.watch = True
-        self.cluster = is_cluster(client(options.connection))
         self._probing = threading.Lock()  # the pre-claim thread and the progress report
         self._marks = threading.Lock()  # dirty: the pre-claim thread, acks and probes
 
@@ -95,7 +94,7 @@ class ProbeCache:
         the streams to look at in full (a lag that said news where XREAD finds none)."""
         o = self.options
         now = time.monotonic()
-        if not self.watch or len(names) < MANY_STREAMS or self.cluster or \
+        if not self.watch or len(names) < MANY_STREAMS or \
                 (now - self.probed_all_at) * 1000 >= min(o.claim_min_idle_ms,
                                                          o.discovery_interval_ms):
             self.probed_all_at = now

@@ -15,7 +15,9 @@ from typing import Any
 
 from ..errors import EventBusConnectionError
 from ..ids import StreamId
+from ..keys import key_slot
 from .boundary import redis_errors
+from .client import is_cluster
 from .group import ConsumerOps, where
 from .streams import text
 from .wire import as_map, is_no_such_key, pipeline, raise_first, raise_unless_missing
@@ -164,19 +166,26 @@ def probe(ops: Sequence[ConsumerOps], full: bool = True) -> list[Probe]:
 
 def news(ops: Sequence[ConsumerOps], after: Sequence[str]) -> set[str]:
     """The streams of ``ops`` with an entry after ``after`` (each stream's ID): one
-    ``XREAD COUNT 1`` over all of them, whatever their number (single node: on a cluster the
-    keys of one command must share a slot, and redis-py looks each command's keys up with a
-    round trip of its own). A missing stream has nothing after."""
+    ``XREAD COUNT 1`` over all of them, whatever their number; on a cluster, whose commands'
+    keys must share a slot, one per slot, pipelined per node. A missing stream has nothing
+    after."""
     if not ops:
         return set()
+    cluster = is_cluster(ops[0].redis)
+    by_slot: dict[int, list[int]] = {}
+    for i, op in enumerate(ops):
+        by_slot.setdefault(key_slot(op.stream) if cluster else 0, []).append(i)
     with redis_errors(f"looking for new entries ({where(ops)})", ops[0].spec):
-        reply = raise_first(pipeline(ops[0].redis, [
-            ("XREAD", "COUNT", 1, "STREAMS", *(op.stream for op in ops), *after)]))[0]
-    if isinstance(reply, dict):
-        return {text(k) for k in reply}
-    return {text(item[0]) for item in reply or ()}
-
-
+        replies = raise_first(pipeline(ops[0].redis, [
+            ("XREAD", "COUNT", 1, "STREAMS", *(ops[i].stream for i in group),
+             *(after[i] for i in group)) for group in by_slot.values()]))
+    found: set[str] = set()
+    for reply in replies:
+        if isinstance(reply, dict):
+            found |= {text(k) for k in reply}
+        else:
+            found |= {text(item[0]) for item in reply or ()}
+    return found
 
 
 def stats(ops: Sequence[ConsumerOps]) -> list[GroupStats]:

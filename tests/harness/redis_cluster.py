@@ -105,7 +105,23 @@ class RedisClusterServer:
         if out.returncode != 0:
             raise RuntimeError(f"redis-cli --cluster create failed: {out.stdout}{out.stderr}")
         self.wait_ok()
+        self.wait_replicated()
         return self
+
+    def wait_replicated(self, timeout: float = 60) -> None:
+        """Every master has its ``replicas`` replicas online (synced)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if all(sum(1 for k, v in m.client(socket_timeout=2).info("replication").items()
+                           if k.startswith("slave") and isinstance(v, dict)
+                           and v.get("state") == "online") >= self.replicas
+                       for m in self.masters()):
+                    return
+            except (redis.RedisError, AssertionError):
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("the test cluster's replicas did not come online")
 
     def wait_ok(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout

@@ -50,18 +50,19 @@ def _producer(cluster: RedisClusterServer, streams: list[str], total: int,
     """XADD round robin over ``streams``, 10 at a time, each round confirmed by a replica
     (``WAIT 1``): what is in ``produced`` the query must deliver. Rounds the failover breaks
     are retried (their entries may or may not exist: delivered at most once either way)."""
-    r = cluster.client()
+    r: Any = None
     i = 0
     while not stop.is_set() and i < total:
         s = streams[(i // 10) % len(streams)]
         try:
+            r = r or cluster.client()
             ids = [r.xadd(s, {"n": str(j)}) for j in range(i, i + 10)]
             if int(r.execute_command("WAIT", 1, 2000, target_nodes=r.get_node_from_key(s))):
                 produced.extend(x.decode() for x in ids)
                 i += 10
         except (redis.RedisError, redis.exceptions.RedisClusterException):
             time.sleep(0.2)
-            r = cluster.client()  # a fresh slot map after the failover
+            r = None  # a fresh client (and slot map) after the failover
         time.sleep(0.005)
 
 
@@ -89,7 +90,9 @@ def test_a_query_rides_through_a_cluster_master_failover(spark, ha_cluster, name
                               daemon=True)
     thread.start()
     try:
-        wait_for(lambda: len(produced) >= total // 3, what="entries flowing")
+        # the query has started (its start-up check wants a replica on every master) and reads
+        wait_for(lambda: len(produced) >= total // 3 and any(
+            p["numInputRows"] for p in q.recentProgress), what="entries flowing")
         killed, promoted = c.kill_master_of(streams[0])
         assert q.exception() is None, q.exception()
         thread.join(180)
@@ -132,7 +135,7 @@ def test_the_sink_rides_through_a_cluster_master_failover(spark, ha_cluster, nam
          .trigger(processingTime="200 milliseconds").start())
     r = c.client()
     try:
-        wait_for(lambda: sum(r.xlen(t) for t in targets) >= files * per_file // 3,
+        wait_for(lambda: sum(r.xlen(t) for t in targets if r.exists(t)) >= files * per_file // 3,
                  what="rows flowing")
         c.kill_master_of(targets[0])
         q.processAllAvailable()
