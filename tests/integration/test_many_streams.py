@@ -14,6 +14,7 @@ import pytest
 import redis
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from spark_eventbus.keys import key_slot
 from spark_eventbus.offsets import BatchOffset
 from tests.integration.helpers import (
     driver_reader,
@@ -414,3 +415,32 @@ def test_heartbeat_leases_over_names_with_braces_colons_and_a_shared_tag(redis_s
     assert all(v is not None and v.decode().split(" ")[1] == owner for v in r.mget(keys))
     successor.stop()
     assert r.exists(*keys) == 0
+
+
+def test_quiet_streams_on_a_cluster_are_found_by_xread_not_probed(redis_cluster, names):
+    """On a cluster too a quiet stream is not probed each trigger: one XREAD per slot the
+    streams use (keys of one command share a slot), one round trip per master; a stream that
+    gets entries is found at the next trigger."""
+    r = redis_cluster.client()
+    masters = [n.client() for n in redis_cluster.masters()]
+    streams, _ = _many(r, f"{names['stream']}-c", 40, 1)
+    reader = driver_reader(redis_cluster.url, ",".join(streams), names["group"],
+                           claimMinIdleMs="600000")
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    reader.commit(end)
+    for _ in range(3):  # acks of the batch, the streams it touched probed once more
+        assert reader.latestOffset(end, ReadAllAvailable()) is end
+
+    def calls(command: str) -> int:
+        return sum(_calls(m, command) for m in masters)
+    xinfo, xread = calls("xinfo|groups"), calls("xread")
+    for _ in range(5):
+        assert reader.latestOffset(end, ReadAllAvailable()) is end
+    assert calls("xinfo|groups") == xinfo  # no stream probed
+    slots = len({key_slot(s) for s in streams})
+    assert calls("xread") - xread == 5 * slots
+    produce(r, streams[7], 3)
+    nxt = reader.latestOffset(end, ReadAllAvailable())
+    assert BatchOffset.from_json(nxt).streams[streams[7]].count == 3
+    reader.stop()
