@@ -25,10 +25,10 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def ha_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterServer]:
-    """3 masters, 3 replicas; a node is failed after 2 s unreachable (then its replica is
-    promoted within a few seconds)."""
+    """3 masters, 3 replicas; a node is failed after 5 s unreachable (then its replica is
+    promoted within a few seconds): longer than redis-py's own count of tries lasts."""
     cluster = RedisClusterServer(tmp_path_factory.mktemp("ha-cluster"), replicas=1,
-                                 node_timeout_ms=2000).start()
+                                 node_timeout_ms=5000).start()
     yield cluster
     cluster.stop()
 
