@@ -66,6 +66,9 @@ class AckingBatchWriter:
         As the reader's ``sentinels`` (``'host:port,host:port'``), ``sentinelMaster``,
         ``sentinelUsername``, ``sentinelPassword``, ``failoverTimeoutMs``
         (docs/high-availability.md).
+    password_file, username_file, credential_provider : str, optional
+        As ``passwordFile``, ``usernameFile``, ``credentialProvider``: credentials that rotate,
+        asked for at every new connection (docs/security.md).
     wait_replicas, wait_timeout_ms, wait_aof
         As ``waitReplicas``, ``waitTimeoutMs``, ``waitAof``: dead letters wait for that many
         replicas (and the AOF) before the batch goes on.
@@ -96,7 +99,9 @@ class AckingBatchWriter:
                  sentinel_master: str | None = None, sentinel_username: str | None = None,
                  sentinel_password: str | None = None,
                  failover_timeout_ms: int = DEFAULT_FAILOVER_TIMEOUT_MS, wait_replicas: int = 0,
-                 wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS, wait_aof: bool = False) -> None:
+                 wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS, wait_aof: bool = False,
+                 password_file: str | None = None, username_file: str | None = None,
+                 credential_provider: str | None = None) -> None:
         if not callable(handler):
             raise ConfigError(f"handler {handler!r} is not callable: pass a function "
                               "handler(batch_df, batch_id).")
@@ -110,7 +115,8 @@ class AckingBatchWriter:
             sentinel_master=sentinel_master, sentinel_username=sentinel_username,
             sentinel_password=sentinel_password, failover_timeout_ms=failover_timeout_ms,
             wait_replicas=wait_replicas, wait_timeout_ms=wait_timeout_ms, wait_aof=wait_aof,
-            style="argument")
+            style="argument", password_file=password_file, username_file=username_file,
+            credential_provider=credential_provider)
         if dead_letter_stream is not None and not dead_letter_stream.strip():
             raise ConfigError("dead_letter_stream is empty: name a stream or pass None.")
         self.handler = handler

@@ -84,9 +84,17 @@ def format_trim(rep: TrimReport) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = _Parser(prog="eventbus", description="Operate spark-eventbus streams and groups.")
     ap.add_argument("--url", default="redis://localhost:6379/0", help="redis://host:port/db")
-    ap.add_argument("--password", default=os.environ.get(PASSWORD_ENV) or None,
+    ap.add_argument("--password", default=None,
                     help=f"kept out of the URL (default: ${PASSWORD_ENV}, so that it stays out "
                          "of the shell's history too)")
+    ap.add_argument("--password-file", metavar="PATH",
+                    help="read the password from this file at every new connection (rotated "
+                         "secrets)")
+    ap.add_argument("--username-file", metavar="PATH",
+                    help="read the user name from this file too")
+    ap.add_argument("--credential-provider", metavar="MODULE:CALLABLE",
+                    help="a callable returning a redis-py CredentialProvider (IAM or Entra ID "
+                         "tokens: docs/security.md)")
     ap.add_argument("--tls-ca-cert", help="CA of the server's certificate (rediss://)")
     ap.add_argument("--tls-cert-file", help="client certificate (mutual TLS)")
     ap.add_argument("--tls-key-file", help="client key (mutual TLS)")
@@ -193,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {args.out} ({len(names)} files): pass it to spark-submit with "
               f"--py-files {args.out}")
         return 0
+    if args.password is None and not (args.password_file or args.credential_provider):
+        args.password = os.environ.get(PASSWORD_ENV) or None
     try:
         check_url(args.url, args.password, name="--url")
     except EventBusError as exc:
@@ -216,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
                                failover_timeout_ms=args.failover_timeout_ms,
                                wait_replicas=args.wait_replicas,
                                wait_timeout_ms=args.wait_timeout_ms, wait_aof=args.wait_aof,
-                               style="flag")
+                               style="flag", password_file=args.password_file,
+                               username_file=args.username_file,
+                               credential_provider=args.credential_provider)
     except EventBusError as exc:
         ap.error(str(exc))
     try:

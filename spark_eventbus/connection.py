@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from .errors import ConfigError, redact
 
@@ -49,6 +50,18 @@ class ConnectionSpec:
     # How the caller names settings in messages (Spark options, AckingBatchWriter's keyword
     # arguments, the CLI's flags: :func:`spell`); not part of where Redis is.
     style: str = field(default="option", compare=False)
+    # Credentials that rotate (docs/security.md): files read at every new connection (their
+    # paths are not secrets, their contents are), or "package.module:callable" returning a
+    # redis-py CredentialProvider, imported where the client is made.
+    password_file: str | None = None
+    username_file: str | None = None
+    credential_provider: str | None = None
+
+    @property
+    def rotating(self) -> bool:
+        """Whether the credentials may change while a client lives (a file or a provider): a
+        refused credential is then retried within ``failoverTimeoutMs`` with fresh ones."""
+        return bool(self.password_file or self.username_file or self.credential_provider)
 
     @property
     def secrets(self) -> tuple[str | None, ...]:
@@ -93,6 +106,11 @@ def cli_connection(spec: ConnectionSpec) -> tuple[list[str], list[str]]:
                   "--sentinel-master", str(spec.sentinel_master)]
         if spec.sentinel_username:
             words += ["--sentinel-username", spec.sentinel_username]
+    for flag, value in (("--password-file", spec.password_file),
+                        ("--username-file", spec.username_file),
+                        ("--credential-provider", spec.credential_provider)):
+        if value:
+            words += [flag, value]
     env = []
     if spec.password or url != spec.url:
         env.append(PASSWORD_ENV)
@@ -178,7 +196,9 @@ def connection_spec(url: str, password: str | None = None, tls_ca_cert: str | No
                     failover_timeout_ms: int = DEFAULT_FAILOVER_TIMEOUT_MS,
                     wait_replicas: int = 0, wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
                     wait_aof: bool = False, url_name: str | None = None,
-                    style: str = "option") -> ConnectionSpec:
+                    style: str = "option", password_file: str | None = None,
+                    username_file: str | None = None,
+                    credential_provider: str | None = None) -> ConnectionSpec:
     """The :class:`ConnectionSpec` of these settings, checked first (:func:`check_url`,
     :func:`check_tls`, the Sentinel pair, the ranges; ``style`` is how messages name settings:
     ``option``, ``argument`` or ``flag``). Idempotent: options parsed and checked before build
@@ -211,7 +231,45 @@ def connection_spec(url: str, password: str | None = None, tls_ca_cert: str | No
     if not isinstance(wait_aof, bool):
         raise ConfigError(f"{spell('waitAof', style)} = {wait_aof!r} is invalid: use true or "
                           "false.")
+    password_file, username_file, credential_provider = (
+        (v or "").strip() or None for v in (password_file, username_file, credential_provider))
+    _check_credentials(url, password, password_file, username_file, credential_provider, style)
     return ConnectionSpec(url, password, tls_ca_cert, tls_cert_file, tls_key_file,
                           tuple(sentinels), master, sentinel_username or None,
                           sentinel_password or None, failover_timeout_ms, wait_replicas,
-                          wait_timeout_ms, wait_aof, style)
+                          wait_timeout_ms, wait_aof, style, password_file, username_file,
+                          credential_provider)
+
+
+_PROVIDER_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def _check_credentials(url: str, password: str | None, password_file: str | None,
+                       username_file: str | None, provider: str | None, style: str) -> None:
+    """One source of credentials: a password (option or URL), a password file, or a provider
+    — and a provider's path spelled ``package.module:callable``."""
+    parts = urlsplit(url.strip())
+    if provider is not None:
+        clash = [spell(n, style) for n, v in (("password", password),
+                                             ("passwordFile", password_file),
+                                             ("usernameFile", username_file)) if v]
+        if parts.username or parts.password:
+            clash.append(f"the user or password in {spell('url', style)}")
+        if clash:
+            raise ConfigError(f"{spell('credentialProvider', style)} gives the credentials, so "
+                              f"{' and '.join(clash)} cannot be given with it: leave them out "
+                              "(the provider returns the user name too).")
+        if not _PROVIDER_PATH.match(provider):
+            raise ConfigError(f"{spell('credentialProvider', style)} = {provider!r} is invalid: "
+                              "use 'package.module:callable', a callable that returns a redis-py "
+                              "CredentialProvider (docs/security.md).")
+    if password_file is not None and (password or parts.password):
+        raise ConfigError(f"{spell('password', style)} (or a password in {spell('url', style)}) "
+                          f"and {spell('passwordFile', style)} cannot both be given: keep the "
+                          "file, which is read again at every new connection.")
+    if username_file is not None and parts.username:
+        raise ConfigError(f"{spell('usernameFile', style)} and the user in "
+                          f"{spell('url', style)} cannot both be given: keep one.")
+    if username_file is not None and password_file is None:
+        raise ConfigError(f"{spell('usernameFile', style)} needs {spell('passwordFile', style)}: "
+                          "the user's password is read from a file too.")

@@ -139,6 +139,29 @@ def existing_file(raw: str, name: str) -> str:
     return path
 
 
+def secret_file(raw: str, name: str) -> str:
+    """The path of a file holding a secret (``passwordFile``, ``usernameFile``): it must exist
+    on the driver and hold something; it is read again at every new connection."""
+    path = raw.strip()
+    try:
+        empty = not Path(path).read_text().strip() if path else True
+    except OSError as exc:
+        raise ConfigError(f"option '{name}' = {raw!r} cannot be read on the driver "
+                          f"({type(exc).__name__}: {exc.strerror or exc}): give the path of a "
+                          "file readable on the driver and on every executor (e.g. a mounted "
+                          "Kubernetes Secret).") from None
+    if empty:
+        raise ConfigError(f"option '{name}' = {raw!r} is empty: it must hold the secret itself "
+                          "(one line).")
+    return path
+
+
+def provider_path(raw: str, name: str) -> str | None:
+    """``package.module:callable`` (checked with the other credentials in
+    :func:`spark_eventbus.connection.connection_spec`); blank is not given."""
+    return raw.strip() or None
+
+
 def url(raw: str, name: str) -> str:
     return check_url(raw, name=f"option '{name}'")
 

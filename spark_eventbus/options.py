@@ -46,7 +46,9 @@ from .option_values import (  # the table's parsers; cli imports starting_positi
     one_stream,
     optional_name,
     parse_min_id,
+    provider_path,
     secret,
+    secret_file,
     starting_position,
     stream_id_or,
     stream_list,
@@ -88,6 +90,10 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option("url", "url", url, DEFAULT_URL, ALL),
     Option("password", "password", secret, None, ALL),
+    # credentials that rotate (docs/security.md)
+    Option("passwordFile", "password_file", secret_file, None, ALL),
+    Option("usernameFile", "username_file", secret_file, None, ALL),
+    Option("credentialProvider", "credential_provider", provider_path, None, ALL),
     Option("tlsCaCert", "tls_ca_cert", existing_file, None, ALL),
     Option("tlsCertFile", "tls_cert_file", existing_file, None, ALL),
     Option("tlsSecretKeyFile", "tls_key_file", existing_file, None, ALL),
@@ -239,10 +245,13 @@ def _parse(raw: Mapping[str, Any], mode: str, family: frozenset[str], warn: bool
 
 def _check_connection(v: dict[str, Any]) -> None:
     """The rules across connection options (the Sentinel pair, a unix URL), before any task."""
-    connection_spec(v["url"], sentinels=v["sentinels"], sentinel_master=v["sentinel_master"],
+    connection_spec(v["url"], v["password"], sentinels=v["sentinels"],
+                    sentinel_master=v["sentinel_master"],
                     failover_timeout_ms=v["failover_timeout_ms"],
                     wait_replicas=v["wait_replicas"], wait_timeout_ms=v["wait_timeout_ms"],
-                    wait_aof=v["wait_aof"])
+                    wait_aof=v["wait_aof"], password_file=v["password_file"],
+                    username_file=v["username_file"],
+                    credential_provider=v["credential_provider"])
 
 
 # -- reads ---------------------------------------------------------------------------------------
@@ -266,6 +275,9 @@ class _Connected:
     wait_replicas: int
     wait_timeout_ms: int
     wait_aof: bool
+    password_file: str | None
+    username_file: str | None
+    credential_provider: str | None
 
     @property
     def connection(self) -> ConnectionSpec:
@@ -274,7 +286,9 @@ class _Connected:
             sentinels=self.sentinels, sentinel_master=self.sentinel_master,
             sentinel_username=self.sentinel_username, sentinel_password=self.sentinel_password,
             failover_timeout_ms=self.failover_timeout_ms, wait_replicas=self.wait_replicas,
-            wait_timeout_ms=self.wait_timeout_ms, wait_aof=self.wait_aof)
+            wait_timeout_ms=self.wait_timeout_ms, wait_aof=self.wait_aof,
+            password_file=self.password_file, username_file=self.username_file,
+            credential_provider=self.credential_provider)
 
 
 @dataclass(frozen=True)

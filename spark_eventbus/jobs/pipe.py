@@ -176,7 +176,9 @@ def build_query(spark: Any, cfg: PipeConfig) -> Any:
         sentinel_master=src.sentinel_master, sentinel_username=src.sentinel_username,
         sentinel_password=src.sentinel_password, failover_timeout_ms=src.failover_timeout_ms,
         wait_replicas=src.wait_replicas, wait_timeout_ms=src.wait_timeout_ms,
-        wait_aof=src.wait_aof, dead_letter_stream=cfg.dead_letter_stream, is_valid=cfg.is_valid)
+        wait_aof=src.wait_aof, dead_letter_stream=cfg.dead_letter_stream, is_valid=cfg.is_valid,
+        password_file=src.password_file, username_file=src.username_file,
+        credential_provider=src.credential_provider)
     stream = events.writeStream.foreachBatch(writer).option("checkpointLocation",
                                                             cfg.checkpoint)
     if cfg.trigger == "availableNow":

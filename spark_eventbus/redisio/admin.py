@@ -19,6 +19,7 @@ from .base import Redis
 from .boundary import redis_errors
 from .capabilities import check_scripting
 from .client import ConnectionSpec, client
+from .credentials import check_credentials
 from .deadletter import replay_page
 from .group import before_first_entry
 from .losses import accept_losses, loss_records
@@ -255,6 +256,7 @@ class Admin:
 
     def __init__(self, spec: ConnectionSpec) -> None:
         self.spec = spec
+        check_credentials(spec)  # a password file or provider that fails: say so at once
 
     def _call(self, doing: str, fn: Callable[..., _T], *args: Any) -> _T:
         with redis_errors(doing, self.spec):

@@ -23,6 +23,7 @@ from ..errors import (
     redact,
 )
 from .base import CLUSTER_REDIRECTS
+from .credentials import CredentialsUnavailable
 from .scripts import command_at
 
 # A cluster that cannot serve a slot for now (failover, resharding, a master down: the
@@ -89,10 +90,15 @@ def translate(exc: BaseException, what: str, secrets: Iterable[str | None] = (),
         return exc
     if _is_permission_error(exc):
         return ConfigError(_permission_message(str(exc), what, detail))
+    if isinstance(exc, CredentialsUnavailable):
+        return ConfigError(f"no credentials for a new connection while {what}, retried for "
+                           f"{name('failoverTimeoutMs')}: {exc}")
     if isinstance(exc, redis.AuthenticationError | redis.exceptions.AuthorizationError):
         return ConfigError(
             f"Redis refused the credentials while {what} ({detail}); check the user of "
-            f"{name('url')} and {name('password')}."
+            f"{name('url')} and {name('password')} (or what {name('passwordFile')}, "
+            f"{name('usernameFile')} or {name('credentialProvider')} give: those are retried "
+            f"with fresh credentials for {name('failoverTimeoutMs')} first)."
         )
     if isinstance(exc, _CLUSTER_UNAVAILABLE):
         return EventBusConnectionError(

@@ -14,6 +14,7 @@ import redis
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.cluster import RedisCluster
 from redis.connection import SSLConnection, parse_url
+from redis.credentials import StreamingCredentialProvider
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelManagedConnection
 
@@ -21,6 +22,7 @@ from ..connection import ConnectionSpec, format_sentinels, spell
 from ..errors import ConfigError, EventBusConnectionError
 from .base import Redis
 from .boundary import translate
+from .credentials import provider_for, url_user
 from .retry import RETRY_ON, WindowRetry, cluster_in_flux
 from .wire import read_slot_map
 
@@ -57,6 +59,9 @@ def _node_kwargs(spec: ConnectionSpec) -> dict[str, Any]:
     }
     if spec.password:
         kwargs["password"] = spec.password
+    provider = provider_for(spec)
+    if provider is not None:  # a file or a provider: asked at every new connection
+        kwargs["credential_provider"] = provider
     for option, value in (("ssl_ca_certs", spec.tls_ca_cert), ("ssl_certfile", spec.tls_cert_file),
                           ("ssl_keyfile", spec.tls_key_file)):
         if value:
@@ -65,7 +70,13 @@ def _node_kwargs(spec: ConnectionSpec) -> dict[str, Any]:
 
 
 def _retry(spec: ConnectionSpec) -> Retry:
-    return WindowRetry(spec.failover_timeout_ms / 1000)
+    return WindowRetry(spec.failover_timeout_ms / 1000, retry_auth=spec.rotating)
+
+
+def _url(spec: ConnectionSpec) -> str:
+    """The URL clients are made from: without its user when the credentials come from a file
+    or a provider (which give the user; redis-py takes one or the other)."""
+    return url_user(spec.url)[0] if spec.rotating else spec.url
 
 
 class _Cluster(RedisCluster):
@@ -101,9 +112,10 @@ class _Cluster(RedisCluster):
 def _cluster_client(spec: ConnectionSpec) -> _Cluster:
     inner = Retry(ExponentialWithJitterBackoff(cap=2.0, base=0.05), _RETRIES)
     c: _Cluster = _Cluster.from_url(  # type: ignore[assignment]
-        spec.url, retry=inner, **_node_kwargs(spec))
+        _url(spec), retry=inner, **_node_kwargs(spec))
     window = WindowRetry(spec.failover_timeout_ms / 1000, (
-        redis.RedisError, redis.exceptions.RedisClusterException), cluster_in_flux)
+        redis.RedisError, redis.exceptions.RedisClusterException), cluster_in_flux,
+        retry_auth=spec.rotating)
     window.answered = True  # the cluster did: a master being failed over is waited for
     c.window = window
     return c
@@ -141,7 +153,8 @@ def _sentinel_client(spec: ConnectionSpec) -> redis.Redis:
     url = parse_url(spec.url)
     tls = spec.url.startswith("rediss://")
     node = _node_kwargs(spec)
-    node.update({k: url[k] for k in ("db", "username", "password") if url.get(k) is not None})
+    node.update({k: url[k] for k in ("db", "username", "password") if url.get(k) is not None
+                 and not (spec.rotating and k != "db")})
     if spec.password:
         node["password"] = spec.password
     # Sentinels: their own credentials, the same TLS files; RESP2 (SENTINEL replies).
@@ -156,12 +169,16 @@ def _sentinel_client(spec: ConnectionSpec) -> redis.Redis:
         sentinel_kwargs.update({k: v for k, v in node.items() if k.startswith("ssl_")})
     sentinel = Sentinel(list(spec.sentinels), sentinel_kwargs=sentinel_kwargs)
     _find_master(spec, sentinel)
-    retry = WindowRetry(spec.failover_timeout_ms / 1000)
+    retry = WindowRetry(spec.failover_timeout_ms / 1000, retry_auth=spec.rotating)
     retry.answered = True  # the sentinels did: a primary being failed over is waited for
     assert spec.sentinel_master is not None
-    return sentinel.master_for(
+    primary = sentinel.master_for(
         spec.sentinel_master, redis_class=redis.Redis, retry=retry, retry_on_error=list(RETRY_ON),
         connection_class=_SentinelSSLConnection if tls else _SentinelConnection, **node)
+    provider = node.get("credential_provider")
+    if isinstance(provider, StreamingCredentialProvider):  # as redis-py does for its own pools
+        provider.on_next(primary.connection_pool.re_auth_callback)
+    return primary
 
 
 def _find_master(spec: ConnectionSpec, sentinel: Sentinel) -> None:
@@ -202,8 +219,13 @@ def new_client(spec: ConnectionSpec) -> Redis:
     discovers the others and follows MOVED/ASK), else a single-node :class:`redis.Redis`."""
     if spec.sentinels:
         return _sentinel_client(spec)
-    node = redis.Redis.from_url(spec.url, retry=_retry(spec), retry_on_error=list(RETRY_ON),
-                                **_node_kwargs(spec))
+    kwargs = _node_kwargs(spec)
+    # Redis.from_url, but telling the client its credential provider too: a streaming one is
+    # then subscribed to, and its new credentials re-authenticate the pool's connections
+    # (redis-py does so only for a provider the client itself is given)
+    node = redis.Redis(connection_pool=redis.ConnectionPool.from_url(
+        _url(spec), retry=_retry(spec), retry_on_error=list(RETRY_ON), **kwargs),
+        credential_provider=kwargs.get("credential_provider"))
     try:
         cluster = not spec.url.startswith("unix://") and is_cluster_node(node)
     except redis.RedisError as exc:

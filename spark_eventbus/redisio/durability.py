@@ -28,6 +28,7 @@ from ..errors import ConfigError, EventBusConnectionError
 from .base import Redis
 from .boundary import redis_errors
 from .capabilities import capabilities_of
+from .credentials import check_credentials
 from .retry import Window, cluster_in_flux
 from .wire import cluster_window, read_slot_map
 
@@ -224,12 +225,16 @@ def wait_for_writes(spec: ConnectionSpec, barriers: list[Barrier], what: str) ->
 
 
 def preflight(spec: ConnectionSpec, style: str = "option") -> None:
-    """:func:`check_durability` on this process's client of ``spec`` (once per spec)."""
-    if not spec.waits or spec in _checked:
+    """What must hold before a part's first write, once per spec and process (the driver, at
+    start): the credentials a file or provider gives (:func:`.credentials.check_credentials`),
+    and :func:`check_durability` on this process's client of ``spec``."""
+    if spec in _checked or not (spec.waits or spec.rotating):
         return
     from .client import client
 
-    check_durability(spec, client(spec), style)
+    check_credentials(spec)
+    if spec.waits:
+        check_durability(spec, client(spec), style)
     _checked.add(spec)
 
 

@@ -74,7 +74,8 @@ class WindowRetry(Retry):
 
     def __init__(self, window_s: float,
                  retry_on: tuple[type[BaseException], ...] = RETRY_ON,
-                 is_retryable: Callable[[BaseException], bool] | None = None) -> None:
+                 is_retryable: Callable[[BaseException], bool] | None = None, *,
+                 retry_auth: bool = False) -> None:
         backoff = ExponentialWithJitterBackoff(cap=2.0, base=0.05)
         super().__init__(backoff, -1, retry_on)  # type: ignore[arg-type]
         # Kept here, not read back from redis-py's Retry (whose fields are private).
@@ -83,6 +84,7 @@ class WindowRetry(Retry):
         self.window_s = window_s
         self.answered = False
         self.is_retryable = is_retryable
+        self.retry_auth = retry_auth
 
     def update_supported_errors(self, specified_errors: Iterable[type[Exception]]) -> None:
         """redis-py adds a connection's ``retry_on_error`` here (public API)."""
@@ -93,10 +95,11 @@ class WindowRetry(Retry):
         return self
 
     def __eq__(self, other: Any) -> bool:
-        return isinstance(other, WindowRetry) and other.window_s == self.window_s
+        return isinstance(other, WindowRetry) and other.window_s == self.window_s \
+            and other.retry_auth == self.retry_auth
 
     def __hash__(self) -> int:
-        return hash(("WindowRetry", self.window_s))
+        return hash(("WindowRetry", self.window_s, self.retry_auth))
 
     def call_with_retry(self, do: Callable[[], T], fail: Callable[..., Any],
                         is_retryable: Callable[[Exception], bool] | None = None,
@@ -123,7 +126,9 @@ class WindowRetry(Retry):
     def retries(self, error: BaseException) -> bool:
         """Whether ``error`` is one this retry waits out."""
         if isinstance(error, redis.AuthenticationError):
-            return False  # refused credentials (a ConnectionError to redis-py): not retried
+            # refused credentials (a ConnectionError to redis-py): not retried, unless they
+            # rotate (a file, a provider): the next connection asks for them again
+            return self.retry_auth
         if not isinstance(error, self.retry_on):
             return False
         return self.is_retryable is None or self.is_retryable(error)

@@ -34,6 +34,7 @@ from redis.exceptions import (
     MovedError,
     ReadOnlyError,
     RedisClusterException,
+    SlotNotCoveredError,
     TimeoutError,
     TryAgainError,
 )
@@ -200,6 +201,8 @@ def command_key(command: Sequence[Any]) -> Any:
 # Replies that send a cluster command again: the slot moved or is moving (MOVED, ASK,
 # TRYAGAIN), no master serves it now (CLUSTERDOWN), or the node was demoted (READONLY).
 _SEND_AGAIN = (AskError, TryAgainError, ClusterDownError, ReadOnlyError)
+# ASK redirections followed at once, without backoff, per call (then they wait like the rest).
+_ASK_HOPS = 16
 
 
 def _per_node(r: RedisCluster, commands: Sequence[Sequence[Any]]) -> list[Any]:
@@ -213,10 +216,18 @@ def _per_node(r: RedisCluster, commands: Sequence[Sequence[Any]]) -> list[Any]:
     replies: list[Any] = [None] * len(commands)
     todo = list(range(len(commands)))
     ask: dict[int, Any] = {}  # command index -> the node an ASK named
+    hops = 0
     while todo:
         again: list[int] = []
         failed: BaseException | None = None
-        for node, indexes in _by_node(r, commands, todo, ask).items():
+        try:
+            groups = _by_node(r, commands, todo, ask)
+        except SlotNotCoveredError:  # no master serves a slot now (a failover in progress)
+            if not clock.wait():
+                raise
+            read_slot_map(r)
+            continue
+        for node, indexes in groups.items():
             sends: list[Sequence[Any]] = []
             for i in indexes:
                 if i in ask:
@@ -226,7 +237,7 @@ def _per_node(r: RedisCluster, commands: Sequence[Sequence[Any]]) -> list[Any]:
                 got = on_connection(r.get_redis_connection(node), _sender(sends),
                                     retried=False)
             except (ConnectionError, TimeoutError) as exc:
-                if isinstance(exc, redis.AuthenticationError):
+                if not clock.retry.retries(exc):  # refused credentials that do not rotate
                     raise
                 failed = exc
                 again += indexes
@@ -246,7 +257,8 @@ def _per_node(r: RedisCluster, commands: Sequence[Sequence[Any]]) -> list[Any]:
         todo = sorted(again)
         if not todo:
             break
-        if failed is None and all(i in ask and ask[i] is not None for i in todo):
+        if failed is None and all(i in ask and ask[i] is not None for i in todo) \
+                and (hops := hops + 1) <= _ASK_HOPS:
             continue  # only ASKs: follow them now (each slot's move ends in a MOVED)
         if not clock.wait():
             if failed is not None and isinstance(failed, (ConnectionError, TimeoutError)):

@@ -1,0 +1,241 @@
+"""Credentials that rotate (issue 39): an ACL user's password is replaced every few seconds —
+the new one added, the old one removed after a short grace and the user's connections killed,
+as a managed Redis does when a token expires — while one streaming query reads (reader), writes
+what it read through the sink, and acks through an ``AckingBatchWriter``. With ``passwordFile``
+and with a ``credentialProvider``: every entry exactly once, nothing pending, no failed batch."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from pyspark.sql import functions as F
+
+from spark_eventbus import AckingBatchWriter, ConfigError
+from spark_eventbus.cli import main as cli
+from spark_eventbus.connection import connection_spec
+from spark_eventbus.redisio import client, preflight
+from tests.integration import rotating_credentials
+from tests.integration.helpers import checkpoint, pending, stream_df, wait_for
+
+pytestmark = pytest.mark.integration
+
+PROVIDER = "tests.integration.rotating_credentials:provider"
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)  # as a Kubernetes Secret volume swaps its files
+
+
+class Rotator:
+    """Replaces ``user``'s password on every node of ``admins`` every ``every`` seconds:
+    ``ACL SETUSER user >new``, ``publish(new)``, after ``grace`` seconds ``<old`` and
+    ``CLIENT KILL USER user``."""
+
+    def __init__(self, admins: list[redis.Redis], user: str, publish: Callable[[str], None],
+                 every: float = 4.0, grace: float = 1.0) -> None:
+        self.admins, self.user, self.publish = admins, user, publish
+        self.every, self.grace = every, grace
+        self.rotations = 0
+        self.password = secrets.token_hex(8)
+        for a in admins:
+            a.execute_command("ACL", "SETUSER", user, "reset", "on", f">{self.password}",
+                              "~*", "&*", "+@all")
+        publish(self.password)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Rotator:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every - self.grace):
+            old, new = self.password, secrets.token_hex(8)
+            for a in self.admins:
+                a.execute_command("ACL", "SETUSER", self.user, f">{new}")
+            self.publish(new)
+            self.password = new
+            time.sleep(self.grace)
+            for a in self.admins:
+                a.execute_command("ACL", "SETUSER", self.user, f"<{old}")
+                a.execute_command("CLIENT", "KILL", "USER", self.user)
+            self.rotations += 1
+
+
+def _copy_through_rotations(spark: Any, url: str, admin: redis.Redis, rotator: Rotator,
+                            names: dict[str, str], tmp_path: Path, seconds: float,
+                            **credentials: str) -> None:
+    """One query: the reader (``credentials``) → an AckingBatchWriter (the same, as keyword
+    arguments) whose handler writes each batch through the sink (the same): every entry of the
+    source once in the target, nothing pending, the query never failed."""
+    source, target, group = names["stream"], f"{names['stream']}:out", names["group"]
+    admin.xgroup_create(source, group, "0", mkstream=True)
+
+    def handle(df: Any, _batch_id: int) -> None:
+        writer = df.select(F.col("id").alias("src")).write.format("eventbus") \
+            .option("url", url).option("stream", target)
+        for k, v in credentials.items():
+            writer = writer.option(k, v)
+        writer.mode("append").save()
+
+    kwargs = {"password_file": credentials.get("passwordFile"),
+              "credential_provider": credentials.get("credentialProvider")}
+    acking = AckingBatchWriter(handle, url=url, group=group,
+                               **{k: v for k, v in kwargs.items() if v})
+    q = (stream_df(spark, url, source, group, maxEntriesPerTrigger=200, **credentials)
+         .writeStream.foreachBatch(acking).trigger(processingTime="300 milliseconds")
+         .option("checkpointLocation", checkpoint(tmp_path)).start())
+    produced: list[str] = []
+    with rotator:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            assert q.exception() is None, q.exception()
+            produced += [i.decode() for i in
+                         admin.pipeline().xadd(source, {"n": "1"}).xadd(source, {"n": "2"})
+                         .execute()]
+            time.sleep(0.1)
+        rotations = rotator.rotations
+
+        def copied() -> bool:
+            assert q.exception() is None, q.exception()
+            return admin.xlen(target) >= len(produced)
+        wait_for(copied, timeout=120, what="every entry copied")
+        q.processAllAvailable()  # the last batch's acks
+    q.stop()
+    assert q.exception() is None, q.exception()
+    assert rotations >= 10, rotations
+    got = Counter(f[b"src"].decode() for _, f in admin.xrange(target))
+    assert got == Counter(produced)  # each once: no batch failed and ran again
+    assert pending(admin, source, group) == 0
+
+
+def test_a_query_reads_writes_and_acks_through_password_file_rotations(
+        spark, redis_server, names, tmp_path):
+    user = f"rot{names['tag']}"
+    secret = tmp_path / "password"
+    admin = redis_server.client()
+    rotator = Rotator([admin], user, lambda p: _write_atomically(secret, p))
+    url = f"redis://{user}@127.0.0.1:{redis_server.port}/0"
+    _copy_through_rotations(spark, url, admin, rotator, names, tmp_path, 60,
+                            passwordFile=str(secret))
+
+
+def test_a_query_reads_writes_and_acks_through_credential_provider_rotations(
+        spark, redis_server, names, tmp_path):
+    user = f"rot{names['tag']}"
+    admin = redis_server.client()
+    rotator = Rotator([admin], user, lambda p: _write_atomically(
+        rotating_credentials.STATE, f"{user}\n{p}\n"))
+    url = f"redis://127.0.0.1:{redis_server.port}/0"
+    _copy_through_rotations(spark, url, admin, rotator, names, tmp_path, 60,
+                            credentialProvider=PROVIDER)
+
+
+def test_on_a_cluster_every_node_takes_the_rotating_credentials(
+        spark, redis_cluster, names, tmp_path):
+    """The same on Redis Cluster (each node has its own ACL: the password is rotated on all of
+    them, and every node's connections of the user are killed), rotations every 2.5 s for
+    30 s."""
+    user = f"rot{names['tag']}"
+    admins = [n.client() for n in redis_cluster.nodes]
+    rotator = Rotator(admins, user, lambda p: _write_atomically(
+        rotating_credentials.STATE, f"{user}\n{p}\n"), every=2.5, grace=0.8)
+    _copy_through_rotations(spark, redis_cluster.url, redis_cluster.client(), rotator, names,
+                            tmp_path, 30, credentialProvider=PROVIDER)
+
+
+@pytest.mark.parametrize("options, says", [
+    ({"credentialProvider": "no_such_module_here:make"}, "does not import here"),
+    ({"credentialProvider": "tests.integration.rotating_credentials:broken"},
+     "calling it raised RuntimeError"),
+    ({"credentialProvider": "tests.integration.rotating_credentials:not_a_provider"},
+     "not a redis-py CredentialProvider"),
+    ({"credentialProvider": "tests.integration.rotating_credentials:failing"},
+     "get_credentials() raised RuntimeError"),
+    ({"credentialProvider": "not a path"}, "use 'package.module:callable'"),
+    ({"passwordFile": "/no/such/password/file"}, "cannot be read"),
+    ({"passwordFile": "EMPTY"}, "is empty"),
+])
+def test_bad_credentials_fail_at_start_naming_the_option_and_ack_nothing(
+        spark, redis_server, names, tmp_path, options, says):
+    if options.get("passwordFile") == "EMPTY":
+        (tmp_path / "empty").write_text("\n")
+        options = {"passwordFile": str(tmp_path / "empty")}
+    r = redis_server.client()
+    r.xadd(names["stream"], {"n": "1"})
+    r.xgroup_create(names["stream"], names["group"], "0")
+    option = next(iter(options))
+    with pytest.raises(Exception) as err:
+        q = (stream_df(spark, redis_server.url, names["stream"], names["group"], **options)
+             .writeStream.format("noop").option("checkpointLocation", checkpoint(tmp_path))
+             .trigger(availableNow=True).start())
+        q.awaitTermination(120)
+    text = str(err.value)
+    assert f"option '{option}'" in text and says in text, text[-3000:]
+    assert "secret-token" not in text  # what a provider says is never shown
+    assert r.xinfo_groups(names["stream"])[0]["last-delivered-id"] == b"0-0"  # nothing read
+    arg = "credential_provider" if option == "credentialProvider" else "password_file"
+    with pytest.raises(ConfigError) as aw:  # the AckingBatchWriter names its own arguments
+        w = AckingBatchWriter(lambda df, i: None, url=redis_server.url, group="g",
+                              **{arg: options[option]})
+        preflight(w.spec, "argument")
+    assert f"argument '{arg}'" in str(aw.value) and says in str(aw.value), str(aw.value)
+
+
+def test_the_cli_takes_a_password_file(redis_server, names, tmp_path, capsys):
+    user = f"cli{names['tag']}"
+    r = redis_server.client()
+    r.execute_command("ACL", "SETUSER", user, "on", ">first", "~*", "&*", "+@all")
+    secret = tmp_path / "pw"
+    secret.write_text("first\n")
+    r.xadd(names["stream"], {"n": "1"})
+    url = f"redis://{user}@127.0.0.1:{redis_server.port}/0"
+    assert cli(["--url", url, "--password-file", str(secret), "status", "--stream",
+                names["stream"], "--group", "none"]) in (0, 1)
+    assert "refused the credentials" not in capsys.readouterr().err
+    with pytest.raises(SystemExit) as bad:
+        cli(["--url", redis_server.url, "--credential-provider", "nope", "status", "--stream",
+             names["stream"]])
+    assert bad.value.code == 2
+    assert "--credential-provider = 'nope' is invalid" in capsys.readouterr().err
+
+
+def test_a_streaming_provider_reauthenticates_live_connections(redis_server, names):
+    """New credentials announced by a streaming provider: redis-py re-authenticates the
+    pool's connections with them (AUTH on each), which are kept — the same client IDs."""
+    from tests.integration.rotating_credentials import Streaming
+    user = f"st{names['tag']}"
+    admin = redis_server.client()
+    admin.execute_command("ACL", "SETUSER", user, "on", ">one", ">two", "~*", "&*", "+@all")
+    Streaming.reset(user, "one")
+    spec = connection_spec(f"redis://127.0.0.1:{redis_server.port}/0",
+                           credential_provider="tests.integration.rotating_credentials:streaming")
+    r = client(spec)
+    assert r.ping()
+
+    def ids() -> set[str]:
+        return {c["id"] for c in admin.client_list() if c.get("user") == user}
+    before = ids()
+    auths = int(admin.info("commandstats").get("cmdstat_auth", {}).get("calls", 0))
+    Streaming.announce("two")
+    admin.execute_command("ACL", "SETUSER", user, "<one")
+    assert r.ping()
+    wait_for(lambda: int(admin.info("commandstats").get("cmdstat_auth", {}).get("calls", 0))
+             > auths, timeout=30, what="a re-AUTH")
+    assert ids() == before  # kept, not dropped
+    assert r.set(f"{names['tag']}:k", "v")
