@@ -196,3 +196,66 @@ def test_the_commands_route_by_their_first_key() -> None:
     assert command_key(("XINFO", "GROUPS", "s")) == "s"
     assert command_key(("XACK", "s", "g", "1-1")) == "s"
     assert command_key(("PING",)) is None
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    ({"password": "pw", "password_file": "/f"}, "cannot both be given"),
+    ({"url": "redis://u:pw@h:6379/0", "password_file": "/f"}, "cannot both be given"),
+    ({"url": "redis://u@h:6379/0", "username_file": "/u", "password_file": "/f"},
+     "and the user in"),
+    ({"password": "pw", "credential_provider": "m:f"}, "cannot be given with it"),
+    ({"url": "redis://u@h:6379/0", "credential_provider": "m:f"}, "user or password in"),
+    ({"credential_provider": "m.f"}, "use 'package.module:callable'"),
+    ({"credential_provider": "m:f; rm -rf /"}, "use 'package.module:callable'"),
+])
+def test_one_source_of_credentials_named_in_each_callers_spelling(kwargs, says) -> None:
+    url = kwargs.pop("url", "redis://h:6379/0")
+    for style, word in (("option", "option '"), ("argument", "argument '"), ("flag", "--")):
+        with pytest.raises(ConfigError) as err:
+            connection_spec(url, style=style, **kwargs)
+        assert says in str(err.value) and word in str(err.value), str(err.value)
+        assert "pw" not in str(err.value).replace("password", "")  # no secret shown
+
+
+def test_rotating_credentials_make_a_spec_that_retries_refusals() -> None:
+    spec = connection_spec("redis://u@h:6379/0", password_file="/run/secrets/redis")
+    assert spec.rotating and spec.password_file == "/run/secrets/redis"
+    assert not connection_spec("redis://h:6379/0", "pw").rotating
+    from spark_eventbus.redisio.credentials import url_user
+    assert url_user("redis://u%40x@h:6379/0") == ("redis://h:6379/0", "u@x")
+    assert url_user("rediss://h:6380/1") == ("rediss://h:6380/1", None)
+    refused = redis.AuthenticationError("WRONGPASS invalid username-password pair")
+    assert WindowRetry(1.0, retry_auth=True).retries(refused)
+    assert not WindowRetry(1.0).retries(refused)
+
+
+def test_a_password_file_is_read_at_every_connection(tmp_path) -> None:
+    from spark_eventbus.redisio.credentials import CredentialsUnavailable, FileCredentials
+    secret = tmp_path / "pw"
+    secret.write_text("one\n")
+    creds = FileCredentials(str(secret), None, "u", "option")
+    assert creds.get_credentials() == ("u", "one")
+    secret.write_text("two\n")  # rotated in place
+    assert creds.get_credentials() == ("u", "two")
+    secret.write_text("")
+    with pytest.raises(CredentialsUnavailable, match="option 'passwordFile'.*is empty"):
+        creds.get_credentials()
+    secret.unlink()
+    with pytest.raises(CredentialsUnavailable, match="cannot be read"):
+        creds.get_credentials()
+    (tmp_path / "user").write_text("svc\n")
+    secret.write_text("three")
+    assert FileCredentials(str(secret), str(tmp_path / "user"), None, "argument"
+                           ).get_credentials() == ("svc", "three")
+
+
+def test_password_file_options_are_checked_at_load(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="option 'passwordFile' = '/nope/pw' cannot be read"):
+        parse_reader_options({"stream": "s", "passwordFile": "/nope/pw"}, streaming=False)
+    (tmp_path / "empty").write_text("  \n")
+    with pytest.raises(ConfigError, match="option 'passwordFile' .* is empty"):
+        parse_sink_options({"stream": "s", "passwordFile": str(tmp_path / "empty")})
+    (tmp_path / "pw").write_text("secret-value")
+    opts = parse_sink_options({"stream": "s", "passwordFile": str(tmp_path / "pw")})
+    assert opts.connection.password_file == str(tmp_path / "pw")
+    assert "secret-value" not in repr(opts) + repr(opts.connection)
