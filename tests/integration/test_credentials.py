@@ -7,6 +7,7 @@ and with a ``credentialProvider``: every entry exactly once, nothing pending, no
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import threading
 import time
@@ -80,9 +81,10 @@ class Rotator:
 def _copy_through_rotations(spark: Any, url: str, admin: redis.Redis, rotator: Rotator,
                             names: dict[str, str], tmp_path: Path, seconds: float,
                             **credentials: str) -> None:
-    """One query: the reader (``credentials``) → an AckingBatchWriter (the same, as keyword
-    arguments) whose handler writes each batch through the sink (the same): every entry of the
-    source once in the target, nothing pending, the query never failed."""
+    """One query: the reader (``credentials``: options, Sentinel's too) → an AckingBatchWriter
+    (the same, as keyword arguments) whose handler writes each batch through the sink (the
+    same): every entry of the source once in the target, nothing pending, the query never
+    failed."""
     source, target, group = names["stream"], f"{names['stream']}:out", names["group"]
     admin.xgroup_create(source, group, "0", mkstream=True)
 
@@ -93,10 +95,9 @@ def _copy_through_rotations(spark: Any, url: str, admin: redis.Redis, rotator: R
             writer = writer.option(k, v)
         writer.mode("append").save()
 
-    kwargs = {"password_file": credentials.get("passwordFile"),
-              "credential_provider": credentials.get("credentialProvider")}
-    acking = AckingBatchWriter(handle, url=url, group=group,
-                               **{k: v for k, v in kwargs.items() if v})
+    acking = AckingBatchWriter(handle, url=url, group=group, **{
+        re.sub(r"[A-Z]", lambda m: "_" + m.group(0).lower(), k): v
+        for k, v in credentials.items()})  # the same settings as keyword arguments
     q = (stream_df(spark, url, source, group, maxEntriesPerTrigger=200, **credentials)
          .writeStream.foreachBatch(acking).trigger(processingTime="300 milliseconds")
          .option("checkpointLocation", checkpoint(tmp_path)).start())

@@ -238,7 +238,7 @@ def test_a_password_file_is_read_at_every_connection(tmp_path) -> None:
     secret.write_text("two\n")  # rotated in place
     assert creds.get_credentials() == ("u", "two")
     secret.write_text("")
-    with pytest.raises(CredentialsUnavailable, match="option 'passwordFile'.*is empty"):
+    with pytest.raises(CredentialsUnavailable, match=r"option 'passwordFile'.*is empty"):
         creds.get_credentials()
     secret.unlink()
     with pytest.raises(CredentialsUnavailable, match="cannot be read"):
@@ -253,7 +253,7 @@ def test_password_file_options_are_checked_at_load(tmp_path) -> None:
     with pytest.raises(ConfigError, match="option 'passwordFile' = '/nope/pw' cannot be read"):
         parse_reader_options({"stream": "s", "passwordFile": "/nope/pw"}, streaming=False)
     (tmp_path / "empty").write_text("  \n")
-    with pytest.raises(ConfigError, match="option 'passwordFile' .* is empty"):
+    with pytest.raises(ConfigError, match=r"option 'passwordFile' .* is empty"):
         parse_sink_options({"stream": "s", "passwordFile": str(tmp_path / "empty")})
     (tmp_path / "pw").write_text("secret-value")
     opts = parse_sink_options({"stream": "s", "passwordFile": str(tmp_path / "pw")})
