@@ -444,3 +444,43 @@ def test_quiet_streams_on_a_cluster_are_found_by_xread_not_probed(redis_cluster,
     nxt = reader.latestOffset(end, ReadAllAvailable())
     assert BatchOffset.from_json(nxt).streams[streams[7]].count == 3
     reader.stop()
+
+
+def test_progress_over_10000_streams_stays_under_64_kb_with_exact_aggregates(redis_server,
+                                                                             names):
+    """A query over 10,000 streams: the source's progress (``latestOffset``) is at most 64 KB
+    (it was 1.48 MB: a row per stream), shows every stream of the batch, says how many it left
+    out, and its aggregates match XINFO GROUPS summed over all 10,000."""
+    r = redis_server.client()
+    n = 10_000
+    streams = [f"{names['stream']}-{i:05d}" for i in range(n)]
+    pipe = r.pipeline(transaction=False)
+    for i, s in enumerate(streams):
+        for j in range(1 + i % 3):
+            pipe.xadd(s, {"n": str(j)})
+    pipe.execute()
+    reader = driver_reader(redis_server.url, ",".join(streams), names["group"],
+                           maxEntriesPerTrigger="300")
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadMaxRows(300))
+    batch = BatchOffset.from_json(end).streams
+    report = reader.reportLatestOffset()
+    size = len(json.dumps(report))
+    print(f"progress over {n:,} streams: {size:,} bytes")
+    assert size <= 64 * 1024, size
+    totals = report["_eventbus"]
+    shown = [k for k in report if k != "_eventbus"]
+    assert totals["streams"] == n and totals["streamsNotShown"] == n - len(shown) > 0
+    assert set(batch) <= set(shown)  # every stream of the batch is shown
+    pipe = r.pipeline(transaction=False)
+    for s in streams:
+        pipe.xinfo_groups(s)
+    groups = [g[0] for g in pipe.execute()]
+    lags = [int(g["lag"]) for g in groups]
+    assert totals["entriesBehind"] == sum(lags)
+    assert totals["entriesBehindMax"] == max(lags) and totals["entriesBehindMin"] == min(lags)
+    assert totals["pending"] == sum(int(g["pending"]) for g in groups) == 300
+    assert totals["claimed"] == 300
+    for s in shown[:50]:
+        assert report[s]["entriesBehind"] == lags[streams.index(s)]
+    reader.stop()
