@@ -52,6 +52,7 @@ from .redisio import (
     wait_for_writes,
 )
 from .subscription import Subscription
+from .telemetry import Telemetry
 
 log = logging.getLogger("spark_eventbus")
 
@@ -84,6 +85,8 @@ class ReaderDriver:
         self.prefetch = Prefetcher("eventbus-preclaim")
         self.claims = ClaimState()
         self.metrics = SourceMetrics()
+        # OpenTelemetry, when this process has it (metricsProvider: the MeterProvider to use)
+        self.telemetry = Telemetry(opts.group, opts.metrics_provider)
         self.claimer = Claimer(opts, self.ops, self.metrics)
         self.closer = Closer(opts, self.ops, self.claims, self.claimer, self.metrics)
         # latestOffset's probe when it claimed nothing: what reportLatestOffset shows then
@@ -130,6 +133,7 @@ class ReaderDriver:
         in the background when a new batch is returned, at once otherwise.
         """
         o = self.opts
+        began = time.monotonic()
         begin = self.offset(start)
         self.quiet_probes = None
         self.lease.hold(begin.run)
@@ -211,6 +215,7 @@ class ReaderDriver:
                 _plan_barrier(self.ops[n].plan_key, begin.run, seq, b)
                 for n, b in batches.items() if b], f"recording the claim plan of batch {seq}")
         self.claimer.reports.shipped(batches)  # before the pre-claim thread counts again
+        self.telemetry.planned(batches, time.monotonic() - began, len(self.ops))
         self._start_prefetch(begin, budget, seq + 1, batches)
         self.claims.last_batch_at = time.monotonic()
         self.last_offset = BatchOffset(begin.run, seq, batches)
@@ -242,6 +247,7 @@ class ReaderDriver:
         found = [p.stats() for p in found_probes] if found_probes is not None and len(
             found_probes) == len(self.ops) and all(p.full for p in found_probes) \
             else self.claimer.probes.stats()
+        self.telemetry.reported(list(self.ops), found, self.metrics)
         return report(self.ops, found, self.metrics)
 
     def commit(self, offset: BatchOffset) -> None:

@@ -155,6 +155,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("ackMode", "ack_mode", choice({m: m for m in ("commit", "manual", "none")}),
            "commit", frozenset({STREAMING})),
     Option("failOnDataLoss", "fail_on_data_loss", boolean, True, frozenset({STREAMING})),
+    # OpenTelemetry (spark_eventbus/telemetry.py): the MeterProvider of the process Spark runs
+    # the source in
+    Option("metricsProvider", "metrics_provider", provider_path, None, frozenset({STREAMING})),
     Option("valueField", "value_field", text, "payload", READS),
     Option("valueSchema", "value_schema", value_schema, None, READS),
     Option("fieldsType", "fields_binary", choice({"string": False, "binary": True}), False,
@@ -307,6 +310,7 @@ class ReaderOptions(_Connected):
     dead_letter_stream: str | None
     ack_mode: str
     fail_on_data_loss: bool
+    metrics_provider: str | None
     value_field: str
     value_schema: str | None
     fields_binary: bool
