@@ -3,6 +3,7 @@ virtual environment (nbclient) against the test Redis, and must finish without a
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -39,3 +40,6 @@ def test_the_operations_notebook_redrives_dead_letters_and_plots(redis_server, m
     assert "malformed rows moved to" in text and "is_valid rule failed" in text
     assert "<image/png>" in outputs  # lag, throughput and dead letters over time
     assert "lag 0, pending 0, dead letters 0" in text
+    # the metrics section: OpenTelemetry scraped as Prometheus would, during a burst
+    assert re.search(r"entries behind peaked at [1-9][\d,]*, ended at 0", text), text[-2000:]
+    assert outputs.count("<image/png>") == 2
