@@ -125,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--group")
     st.add_argument("--dlq", help="dead-letter stream (default: <stream>:dlq)")
     st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.add_argument("--offset", type=int, default=0, metavar="K",
+                    help="with --stream-pattern: skip the first K matching streams (by name)")
+    st.add_argument("--limit", type=int, metavar="N",
+                    help="with --stream-pattern: show at most N streams (a page)")
     st.add_argument("--watch", type=float, metavar="SECONDS", nargs="?", const=2.0,
                     help="refresh every SECONDS (default 2) until Ctrl-C")
     grp = sub.add_parser("group", help="create a consumer group or move its position")
@@ -210,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     for flag in ("limit", "count"):
         if getattr(args, flag, None) is not None and getattr(args, flag) < 1:
             ap.error(f"--{flag} must be at least 1")
+    if getattr(args, "offset", 0) < 0:
+        ap.error("--offset must be 0 or more")
     if getattr(args, "watch", None) is not None and args.watch <= 0:
         ap.error("--watch must be a positive number of seconds")
     if getattr(args, "position", None) is not None:
@@ -275,10 +281,13 @@ def _run(args: argparse.Namespace, admin: Admin) -> int:
                 sources, dead = _sources(
                     discovery.discover(admin.spec, args.stream_pattern,
                                        [args.dlq] if args.dlq else []), args.dlq)
-                result = [admin.status(s, args.group, args.dlq or f"{s}:dlq") for s in sources]
+                page = sorted(sources)[args.offset:][:args.limit]
+                result = [admin.status(s, args.group, args.dlq or f"{s}:dlq") for s in page]
                 also = f" (and {dead} dead-letter streams, shown with theirs)" if dead else ""
-                table = "\n\n".join([f"{len(result)} streams match "
-                                      f"{args.stream_pattern!r}{also}",
+                shown = "" if len(page) == len(sources) else \
+                    f"; streams {args.offset + 1}-{args.offset + len(page)} by name"
+                table = "\n\n".join([f"{len(sources)} streams match "
+                                      f"{args.stream_pattern!r}{also}{shown}",
                                       *(format_status(x) for x in result)])
             if args.watch and not args.json and sys.stdout.isatty():
                 print("\x1b[H\x1b[2J", end="")  # clear the terminal

@@ -207,6 +207,13 @@ def test_status_takes_a_stream_pattern(redis_server, names):
     assert text.startswith(f"2 streams match '{base}:*' (and 1 dead-letter streams")
     assert f"dead-letter stream {base}:a:dlq: 2 entries" in text
     assert f"stream {base}:a:dlq:" not in text.replace(f"dead-letter stream {base}:a:dlq", "")
+    # a page of the streams, by name (the full per-stream table of a query over thousands)
+    page = _cli("--url", redis_server.url, "status", "--stream-pattern", f"{base}:*", "--json",
+                "--offset", "1", "--limit", "1")
+    assert [x["stream"] for x in json.loads(page.stdout)] == [f"{base}:b"], page.stderr
+    text = _cli("--url", redis_server.url, "status", "--stream-pattern", f"{base}:*",
+                "--limit", "1").stdout
+    assert text.startswith(f"2 streams match '{base}:*'") and "; streams 1-1 by name" in text
 
 
 def test_status_reads_each_group_s_consumers_once(redis_server, names):
