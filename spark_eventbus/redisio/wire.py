@@ -227,7 +227,7 @@ def _per_node(r: RedisCluster, commands: Sequence[Sequence[Any]]) -> list[Any]:
                 raise
             read_slot_map(r)
             continue
-        for node, indexes in groups.items():
+        for node, indexes in groups.values():
             sends: list[Sequence[Any]] = []
             for i in indexes:
                 if i in ask:
@@ -277,17 +277,17 @@ def _sender(commands: Sequence[Sequence[Any]]) -> Callable[[Any], list[Any]]:
 
 
 def _by_node(r: RedisCluster, commands: Sequence[Sequence[Any]], todo: list[int],
-             ask: dict[int, Any]) -> dict[Any, list[int]]:
+             ask: dict[int, Any]) -> dict[str, tuple[Any, list[int]]]:
     """``todo``'s command indexes grouped by node: the node an ``ASK`` named, else the one the
     slot map names for the command's key (any node for a command without one)."""
-    groups: dict[Any, list[int]] = {}
+    groups: dict[str, tuple[Any, list[int]]] = {}  # by name: redis-py 5's nodes do not hash
     for i in todo:
         node = ask.get(i)
         if node is None:
             ask.pop(i, None)
             key = command_key(commands[i])
             node = r.get_default_node() if key is None else r.get_node_from_key(key)
-        groups.setdefault(node, []).append(i)
+        groups.setdefault(node.name, (node, []))[1].append(i)
     return groups
 
 
