@@ -17,9 +17,9 @@ Instruments (attributes ``redis.client.consumer_group`` and, within the bound be
 * ``eventbus.batch.planning.duration`` (histogram, seconds): ``latestOffset`` of a batch.
 
 **Cardinality.** Per-stream series only for a query over at most :data:`STREAM_SERIES` streams
-(counters and the lag histogram) and, for the gauges, the :data:`STREAM_SERIES` streams most
-behind; every instrument also has a series without a stream name (the gauges' total over all
-streams), so 10,000 streams make at most a few hundred series.
+(an SDK keeps every series it has seen, so a changing "top N" would pile up); every instrument
+also has a series without a stream name (the gauges' total over all streams), so a query over
+10,000 streams makes one series per instrument and group.
 """
 
 from __future__ import annotations
@@ -177,14 +177,16 @@ class Telemetry:
 
     def reported(self, names: Sequence[str], found: Sequence[GroupStats],
                  metrics: SourceMetrics) -> None:
-        """A progress report: the gauges' values (the :data:`STREAM_SERIES` most behind and the
-        totals) and the run's dead-lettered and lost entries since the last report."""
+        """A progress report: the gauges' values (per stream within :data:`STREAM_SERIES`, and
+        the totals) and the run's dead-lettered and lost entries since the last report."""
         i = self.shared
         if i is None:
             return
         try:
             known = [(n, s) for n, s in zip(names, found, strict=True) if s.lag is not None]
-            top = sorted(known, key=lambda x: -(x[1].lag or 0))[:STREAM_SERIES]
+            # per stream only for a query over at most STREAM_SERIES streams: an SDK keeps
+            # every series it has seen, so "the most behind" would pile up over time
+            top = known if len(names) <= STREAM_SERIES else []
             behind = [(s.lag or 0, self._attrs(n)) for n, s in top]
             behind.append((sum(s.lag or 0 for _, s in known), self._attrs()))
             pending = [(s.pending, self._attrs(n)) for n, s in top if s.pending is not None]

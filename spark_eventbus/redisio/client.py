@@ -16,7 +16,7 @@ from redis.cluster import RedisCluster
 from redis.connection import SSLConnection, parse_url
 from redis.credentials import StreamingCredentialProvider
 from redis.retry import Retry
-from redis.sentinel import Sentinel, SentinelManagedConnection
+from redis.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 
 from ..connection import ConnectionSpec, format_sentinels, spell
 from ..errors import ConfigError, EventBusConnectionError
@@ -129,6 +129,32 @@ def is_cluster_node(r: redis.Redis) -> bool:
     return (mode.decode() if isinstance(mode, bytes) else mode) == "cluster"
 
 
+class _AuthRetry:
+    """A pool whose ``get_connection`` (which connects and authenticates a new connection
+    outside the command's retry) is retried within the window when the credentials rotate: a
+    refused or unavailable credential on a new connection asks again (a file being rewritten,
+    a token service's hiccup). Only those errors: a server that is down is already retried
+    inside ``connect()``."""
+
+    connection_kwargs: dict[str, Any]
+
+    def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        retry = self.connection_kwargs.get("retry")
+        get = super().get_connection  # type: ignore[misc]
+        if not (isinstance(retry, WindowRetry) and retry.retry_auth):
+            return get(*args, **kwargs)
+        return retry.call_with_retry(lambda: get(*args, **kwargs), lambda _error: None,
+                                     lambda e: isinstance(e, redis.AuthenticationError))
+
+
+class _Pool(_AuthRetry, redis.ConnectionPool):
+    pass
+
+
+class _SentinelPool(_AuthRetry, SentinelConnectionPool):
+    pass
+
+
 class _SentinelConnection(SentinelManagedConnection):
     """Asks the sentinels for the primary on every socket connect. redis-py's own asks in
     ``connect()``, but ``send_packed_command`` reconnects a broken connection through
@@ -173,7 +199,8 @@ def _sentinel_client(spec: ConnectionSpec) -> redis.Redis:
     retry.answered = True  # the sentinels did: a primary being failed over is waited for
     assert spec.sentinel_master is not None
     primary = sentinel.master_for(
-        spec.sentinel_master, redis_class=redis.Redis, retry=retry, retry_on_error=list(RETRY_ON),
+        spec.sentinel_master, redis_class=redis.Redis, connection_pool_class=_SentinelPool,
+        retry=retry, retry_on_error=list(RETRY_ON),
         connection_class=_SentinelSSLConnection if tls else _SentinelConnection, **node)
     provider = node.get("credential_provider")
     if isinstance(provider, StreamingCredentialProvider):  # as redis-py does for its own pools
@@ -223,17 +250,19 @@ def new_client(spec: ConnectionSpec) -> Redis:
     # Redis.from_url, but telling the client its credential provider too: a streaming one is
     # then subscribed to, and its new credentials re-authenticate the pool's connections
     # (redis-py does so only for a provider the client itself is given)
-    node = redis.Redis(connection_pool=redis.ConnectionPool.from_url(
+    node = redis.Redis(connection_pool=_Pool.from_url(
         _url(spec), retry=_retry(spec), retry_on_error=list(RETRY_ON), **kwargs),
         credential_provider=kwargs.get("credential_provider"))
     try:
         cluster = not spec.url.startswith("unix://") and is_cluster_node(node)
     except redis.RedisError as exc:
         node.close()
+        node.connection_pool.disconnect()
         raise translate(exc, f"connecting to {spec.display}", spec.secrets, spec.style) from exc
     if not cluster:
         return node
     node.close()
+    node.connection_pool.disconnect()  # the pool is the client's own, but not auto-closed
     return _cluster_client(spec)
 
 

@@ -26,9 +26,10 @@ from ..connection import ConnectionSpec, spell
 from ..errors import ConfigError
 
 
-class CredentialsUnavailable(redis.ConnectionError):
+class CredentialsUnavailable(redis.AuthenticationError):
     """The credentials could not be had for a new connection (the file is missing or empty,
-    the provider failed); retried like a connection error. Never carries a secret."""
+    the provider failed); retried like a refused credential (only with credentials that
+    rotate, the only ones that raise it). Never carries a secret."""
 
 
 def _read(path: str, setting: str, style: str) -> str:
@@ -88,8 +89,26 @@ class _GuardedStreaming(_Guarded, StreamingCredentialProvider):
 
     inner: StreamingCredentialProvider
 
+    def __init__(self, inner: CredentialProvider, path: str, style: str) -> None:
+        super().__init__(inner, path, style)
+        # Every pool of this process subscribes (the clients of a spec, a cluster's nodes);
+        # a provider may keep only one listener (redis-entraid does): one fan-out for all.
+        self.listeners: list[Callable[[Any], None]] = []
+        self.listening = False
+        self.lock = threading.Lock()
+
     def on_next(self, callback: Callable[[Any], None]) -> None:
-        self.inner.on_next(callback)
+        with self.lock:
+            self.listeners.append(callback)
+            if not self.listening:
+                self.listening = True
+                self.inner.on_next(self._announce)
+
+    def _announce(self, token: Any) -> None:
+        with self.lock:
+            listeners = list(self.listeners)
+        for callback in listeners:
+            callback(token)
 
     def on_error(self, callback: Callable[[Exception], None]) -> None:
         self.inner.on_error(callback)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import redis
-from redis.cluster import RedisCluster
+from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import (
     AskError,
     ClusterDownError,
@@ -201,8 +201,9 @@ def command_key(command: Sequence[Any]) -> Any:
 # Replies that send a cluster command again: the slot moved or is moving (MOVED, ASK,
 # TRYAGAIN), no master serves it now (CLUSTERDOWN), or the node was demoted (READONLY).
 _SEND_AGAIN = (AskError, TryAgainError, ClusterDownError, ReadOnlyError)
-# ASK redirections followed at once, without backoff, per call (then they wait like the rest).
-_ASK_HOPS = 16
+# MOVED/ASK redirections followed at once, without backoff, per call (redis-py's request TTL
+# is 16 hops); past that they wait like the rest.
+_HOPS = 16
 
 
 def _per_node(r: RedisCluster, commands: Sequence[Sequence[Any]]) -> list[Any]:
@@ -220,6 +221,7 @@ def _per_node(r: RedisCluster, commands: Sequence[Sequence[Any]]) -> list[Any]:
     while todo:
         again: list[int] = []
         failed: BaseException | None = None
+        moved = False
         try:
             groups = _by_node(r, commands, todo, ask)
         except SlotNotCoveredError:  # no master serves a slot now (a failover in progress)
@@ -250,22 +252,29 @@ def _per_node(r: RedisCluster, commands: Sequence[Sequence[Any]]) -> list[Any]:
                 replies[i] = reply
                 if isinstance(reply, _SEND_AGAIN):
                     again.append(i)
-                    if isinstance(reply, AskError) and not isinstance(reply, MovedError):
-                        ask[i] = r.get_node(host=reply.host, port=reply.port)
-                    if ask.get(i) is None and not isinstance(reply, TryAgainError):
-                        failed = failed or reply  # the slot map is read again
+                    if isinstance(reply, MovedError):
+                        moved = True  # the slot map is read again, and they go at once
+                    elif isinstance(reply, AskError):  # a node the map may not list yet
+                        ask[i] = r.get_node(host=reply.host, port=reply.port) or ClusterNode(
+                            reply.host, reply.port)
+                    elif not isinstance(reply, TryAgainError):
+                        failed = failed or reply  # CLUSTERDOWN, READONLY: wait, read the map
         todo = sorted(again)
         if not todo:
             break
-        if failed is None and all(i in ask and ask[i] is not None for i in todo) \
-                and (hops := hops + 1) <= _ASK_HOPS:
-            continue  # only ASKs: follow them now (each slot's move ends in a MOVED)
-        if not clock.wait():
+        redirected_only = failed is None and all(
+            i in ask or isinstance(replies[i], MovedError) for i in todo)
+        if redirected_only and (hops := hops + 1) <= _HOPS:
+            if moved:
+                read_slot_map(r)
+            continue  # MOVED/ASK: follow them now, whatever the window (as redis-py does)
+        waited = clock.wait()
+        if moved or failed is not None:
+            read_slot_map(r)  # after the backoff: a promotion may show by now
+        if not waited:
             if failed is not None and isinstance(failed, (ConnectionError, TimeoutError)):
                 raise failed
             break  # the error replies stay in place
-        if failed is not None:
-            read_slot_map(r)
     return replies
 
 

@@ -563,3 +563,18 @@ def test_a_sink_write_rides_over_its_slot_split_for_seconds(spark, redis_cluster
     assert not errors, errors
     got = Counter(f[b"n"].decode() for _, f in r.xrange(target))
     assert got == Counter(["seed", *(str(i) for i in range(500))])
+
+
+def test_with_no_window_a_cluster_pipeline_still_follows_moved(redis_cluster, names):
+    """failoverTimeoutMs=0 (no waiting) still follows MOVED at once and reads the slot map
+    again, as redis-py's cluster pipeline did: only waiting is off."""
+    from spark_eventbus.redisio.wire import pipeline
+    r = client(ConnectionSpec(redis_cluster.url, failover_timeout_ms=0))
+    stream = f"{{mv{names['tag']}}}:s"
+    redis_cluster.client().xadd(stream, {"n": "1"})
+    assert pipeline(r, [("XLEN", stream)]) == [1]  # the client's slot map knows the slot now
+    slot = key_slot(stream)
+    other = next(n for n in redis_cluster.masters() if n is not redis_cluster.node_of_slot(slot))
+    redis_cluster.move_slot(slot, other)
+    assert pipeline(r, [("XLEN", stream), ("XLEN", f"{{mv{names['tag']}}}:none")]) == [1, 0]
+    assert pipeline(r, [("XLEN", stream)]) == [1]  # the map was read again: no MOVED now

@@ -240,3 +240,23 @@ def test_a_streaming_provider_reauthenticates_live_connections(redis_server, nam
              > auths, timeout=30, what="a re-AUTH")
     assert ids() == before  # kept, not dropped
     assert r.set(f"{names['tag']}:k", "v")
+
+
+def test_a_password_file_missing_for_a_moment_is_waited_for_on_a_new_connection(
+        redis_server, names, tmp_path):
+    """A Secret rewritten in place can be absent for a moment: a new connection (made by the
+    pool, outside the command's retry) waits for it within the window instead of failing."""
+    user = f"mo{names['tag']}"
+    redis_server.client().execute_command("ACL", "SETUSER", user, "on", ">pw", "~*", "+@all")
+    secret = tmp_path / "pw"
+    secret.write_text("pw")
+    spec = connection_spec(f"redis://{user}@127.0.0.1:{redis_server.port}/0",
+                           password_file=str(secret), failover_timeout_ms=20_000)
+    r = client(spec)
+    assert r.ping()
+    r.connection_pool.disconnect()  # the next command makes a new connection
+    secret.rename(tmp_path / "away")
+    threading.Timer(1.0, lambda: (tmp_path / "away").rename(secret)).start()
+    started = time.monotonic()
+    assert r.set(f"{names['tag']}:k", "v")
+    assert time.monotonic() - started >= 0.5  # it did wait for the file

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+from typing import Any
 
 import pytest
 import redis
@@ -259,3 +260,34 @@ def test_password_file_options_are_checked_at_load(tmp_path) -> None:
     opts = parse_sink_options({"stream": "s", "passwordFile": str(tmp_path / "pw")})
     assert opts.connection.password_file == str(tmp_path / "pw")
     assert "secret-value" not in repr(opts) + repr(opts.connection)
+
+
+def test_a_streaming_provider_with_one_listener_reaches_every_pool() -> None:
+    """A provider that keeps one listener (as redis-entraid's does) still re-authenticates every
+    pool that subscribed: the connector subscribes once and fans out."""
+    from redis.credentials import StreamingCredentialProvider
+
+    from spark_eventbus.redisio.credentials import _GuardedStreaming
+
+    class OneListener(StreamingCredentialProvider):
+        listener: Any = None
+
+        def get_credentials(self) -> tuple[str, str]:
+            return "u", "p"
+
+        def on_next(self, callback: Any) -> None:
+            self.listener = callback  # replaces any earlier one
+
+        def on_error(self, callback: Any) -> None:
+            pass
+
+        def is_streaming(self) -> bool:
+            return True
+
+    inner = OneListener()
+    guarded = _GuardedStreaming(inner, "m:f", "option")
+    got: list[tuple[str, str]] = []
+    guarded.on_next(lambda token: got.append(("a", token)))
+    guarded.on_next(lambda token: got.append(("b", token)))
+    inner.listener("new-token")
+    assert got == [("a", "new-token"), ("b", "new-token")]
