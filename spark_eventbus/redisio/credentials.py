@@ -102,9 +102,9 @@ class _GuardedStreaming(_Guarded, StreamingCredentialProvider):
             self.listeners.append(callback)
             if not self.listening:
                 self.listening = True
-                self.inner.on_next(self._announce)
+                self.inner.on_next(self.announce)
 
-    def _announce(self, token: Any) -> None:
+    def announce(self, token: Any) -> None:
         with self.lock:
             listeners = list(self.listeners)
         for callback in listeners:
