@@ -308,8 +308,8 @@ def test_sentinels_with_acl_users_need_only_the_documented_rule(topology, names)
 def test_through_sentinel_the_primary_takes_rotating_credentials(spark, topology, names,
                                                                  tmp_path):
     """Credentials that rotate through Sentinel (issue 39): the data nodes' user's password
-    (set on the primary and both replicas: ACLs do not replicate) is rotated every 2.5 s for
-    30 s under a reading, sinking, acking query given the sentinels; the sentinels keep their
+    (set on the primary and both replicas: ACLs do not replicate) is rotated every 3 s for
+    33 s under a reading, sinking, acking query given the sentinels; the sentinels keep their
     own credentials."""
     from tests.integration import rotating_credentials
     from tests.integration.test_credentials import (
@@ -321,7 +321,7 @@ def test_through_sentinel_the_primary_takes_rotating_credentials(spark, topology
     t = topology
     user = f"rot{names['tag']}"
     rotator = Rotator([n.client() for n in t.nodes], user, lambda p: _write_atomically(
-        rotating_credentials.STATE, f"{user}\n{p}\n"), every=2.5, grace=0.8)
+        rotating_credentials.STATE, f"{user}\n{p}\n"), every=3.0, grace=1.5)
     _copy_through_rotations(spark, "redis:///0", t.current_primary_client(), rotator, names,
-                            tmp_path, 30, credentialProvider=PROVIDER,
+                            tmp_path, 33, credentialProvider=PROVIDER,
                             sentinels=t.sentinel_addresses, sentinelMaster=MASTER)
