@@ -16,9 +16,9 @@ import redis
 from pyspark.sql import functions as F
 
 from spark_eventbus import AckingBatchWriter
-from spark_eventbus.keys import key_slot
 from tests.harness.redis_cluster import RedisClusterServer
 from tests.integration.helpers import checkpoint, pending, stream_df, wait_for
+from tests.integration.test_cluster import _spread
 
 pytestmark = pytest.mark.integration
 
@@ -31,18 +31,6 @@ def ha_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluste
                                  node_timeout_ms=5000).start()
     yield cluster
     cluster.stop()
-
-
-def _spread(cluster: RedisClusterServer, prefix: str, per_node: int) -> list[str]:
-    by_node: dict[int, list[str]] = {n.port: [] for n in cluster.masters()}
-    i = 0
-    while any(len(v) < per_node for v in by_node.values()):
-        name = f"{prefix}:{i}"
-        owner = cluster.node_of_slot(key_slot(name)).port
-        if len(by_node[owner]) < per_node:
-            by_node[owner].append(name)
-        i += 1
-    return [s for names in by_node.values() for s in names]
 
 
 def _producer(cluster: RedisClusterServer, streams: list[str], total: int,
