@@ -24,7 +24,6 @@ also has a series without a stream name (the gauges' total over all streams), so
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 import time
@@ -34,6 +33,7 @@ from typing import Any
 
 from ._version import __version__
 from .errors import ConfigError
+from .factories import call_factory
 from .ids import StreamId
 from .loss_reports import SourceMetrics
 from .offsets import StreamBatch
@@ -110,25 +110,10 @@ def _shared(provider: str | None) -> _Instruments | None:
 
 def _call(path: str) -> Any:
     """The MeterProvider ``package.module:callable`` returns (imported where it runs)."""
-    module_name, _, attr = path.partition(":")
-    name = f"option 'metricsProvider' = {path!r}"
-    try:
-        factory: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"{name}: module {module_name!r} does not import where the source "
-                          f"runs ({exc}); install it there or ship it with --py-files.") \
-            from None
-    for part in attr.split("."):
-        factory = getattr(factory, part, None)
-    if not callable(factory):
-        raise ConfigError(f"{name}: {module_name!r} has no callable {attr!r}.")
-    try:
-        provider = factory()
-    except Exception as exc:
-        raise ConfigError(f"{name}: calling it raised {type(exc).__name__}: {exc}") from None
+    provider = call_factory(path, "option 'metricsProvider'", "an OpenTelemetry MeterProvider")
     if not callable(getattr(provider, "get_meter", None)):
-        raise ConfigError(f"{name} returned a {type(provider).__name__}, not an OpenTelemetry "
-                          "MeterProvider.")
+        raise ConfigError(f"option 'metricsProvider' = {path!r} returned a "
+                          f"{type(provider).__name__}, not an OpenTelemetry MeterProvider.")
     return provider
 
 

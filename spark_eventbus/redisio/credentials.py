@@ -12,7 +12,6 @@ clear :class:`~spark_eventbus.errors.ConfigError`s naming the option.
 
 from __future__ import annotations
 
-import importlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from redis.credentials import CredentialProvider, StreamingCredentialProvider
 
 from ..connection import ConnectionSpec, spell
 from ..errors import ConfigError
+from ..factories import call_factory
 
 
 class CredentialsUnavailable(redis.AuthenticationError):
@@ -132,25 +132,7 @@ def load_provider(path: str, style: str = "option") -> CredentialProvider:
 
 def _make(path: str, style: str) -> CredentialProvider:
     name = spell("credentialProvider", style)
-    module_name, _, attr = path.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(
-            f"{name} = {path!r}: module {module_name!r} does not import here ({exc}). It must "
-            "import on the driver and on every executor: install it there, or ship it with the "
-            "job (`eventbus pyfiles --out deps.zip`, then add your module to the zip, or pass it "
-            "with spark-submit --py-files).") from None
-    factory: Any = module
-    for part in attr.split("."):
-        factory = getattr(factory, part, None)
-    if not callable(factory):
-        raise ConfigError(f"{name} = {path!r}: {module_name!r} has no callable {attr!r}.")
-    try:
-        provider = factory()
-    except Exception as exc:
-        raise ConfigError(f"{name} = {path!r}: calling it raised {type(exc).__name__}; it must "
-                          "return a redis-py CredentialProvider.") from None
+    provider = call_factory(path, name, "a redis-py CredentialProvider")
     if not isinstance(provider, CredentialProvider):
         raise ConfigError(f"{name} = {path!r} returned a {type(provider).__name__}, not a "
                           "redis-py CredentialProvider (redis.credentials): return one, e.g. a "
