@@ -29,7 +29,7 @@ from .base import Redis
 from .boundary import redis_errors
 from .capabilities import capabilities_of
 from .credentials import check_credentials
-from .retry import Window, cluster_in_flux
+from .retry import Window, WindowRetry, cluster_in_flux
 from .wire import cluster_window, read_slot_map
 
 log = logging.getLogger("spark_eventbus")
@@ -38,6 +38,13 @@ log = logging.getLogger("spark_eventbus")
 class ReplicationError(EventBusConnectionError):
     """Fewer replicas (or no AOF fsync) confirmed a write within ``waitTimeoutMs``. Retriable:
     the writes it guards are idempotent, so the task may run again."""
+
+
+class ReplicasMissing(ReplicationError):
+    """A :class:`ReplicationError` where the primary has fewer replicas *online* than
+    ``waitReplicas`` asks (a failover's aftermath: the promoted replica's old master has not
+    rejoined yet; a replica resyncing), not replicas that are online but slow. Waited out
+    within ``failoverTimeoutMs`` by :func:`wait_for_writes` before it is raised."""
 
 
 def _node(r: Redis, key: str) -> redis.Redis:
@@ -110,6 +117,16 @@ def _run(node: redis.Redis, spec: ConnectionSpec, barriers: list[Barrier], what:
                 "batch runs again (its writes are idempotent).")
     missing = _shortfall(spec, next(replies))
     if missing:
+        online = _online_replicas(node) if spec.wait_replicas else None
+        if online is not None and online < spec.wait_replicas:
+            raise ReplicasMissing(
+                f"{what}: {missing} within {spec.wait_timeout_ms} ms on {spec.display}, whose "
+                f"primary has {online} replica(s) online (after a failover, until the old "
+                "primary rejoins as a replica; or a replica resyncing). Waited for them up to "
+                f"{spell('failoverTimeoutMs', spec.style)}; the write is on the primary but "
+                "could be lost if it fails now, so it is not reported done: the task fails "
+                "(retriable; the write is idempotent). Bring a replica back (INFO "
+                f"replication), or lower {spell('waitReplicas', spec.style)}.")
         raise ReplicationError(
             f"{what}: {missing} within {spec.wait_timeout_ms} ms on {spec.display}. The write "
             "is on the primary but could be lost if it fails now, so it is not reported done: "
@@ -201,27 +218,44 @@ def wait_for_writes(spec: ConnectionSpec, barriers: list[Barrier], what: str) ->
     from .client import client
 
     r = client(spec)
-    with redis_errors(what, spec):
-        if not isinstance(r, RedisCluster):  # the client's own Retry waits out a failover
-            _run(r, spec, barriers, what)
+    # Replicas missing (not slow): a failover's aftermath — the promoted replica has none
+    # until its old master rejoins and resyncs. Waited out within failoverTimeoutMs, as the
+    # failover itself is: the driver's plans have no task retry to fall back on.
+    clock = Window(WindowRetry(spec.failover_timeout_ms / 1000))
+    clock.retry.answered = True
+    while True:
+        try:
+            with redis_errors(what, spec):
+                _wait_on(r, spec, barriers, what)
             return
-        # A cluster's node clients do not retry: a master failing over (the connection
-        # refused, then CLUSTERDOWN, then MOVED to the promoted replica) is waited out here,
-        # within failoverTimeoutMs, each barrier sent to the node the slot map names now. On
-        # the promoted replica, a barrier's check says whether our writes made it there.
-        clock = Window(cluster_window(r))
-        while True:
-            try:
-                by_node: dict[str, list[Barrier]] = {}
-                for b in barriers:
-                    by_node.setdefault(_node_id(r, b.key), []).append(b)
-                for group in by_node.values():
-                    _run(_node(r, group[0].key), spec, group, what)
-                return
-            except (redis.RedisError, RedisClusterException) as exc:
-                if not cluster_in_flux(exc) or not clock.wait():
-                    raise
-                read_slot_map(r)
+        except ReplicasMissing as exc:
+            if not clock.wait():
+                raise
+            log.info("spark-eventbus: %s: replicas missing, waiting for them (%s)", what,
+                     type(exc).__name__)
+
+
+def _wait_on(r: Redis, spec: ConnectionSpec, barriers: list[Barrier], what: str) -> None:
+    if not isinstance(r, RedisCluster):  # the client's own Retry waits out a failover
+        _run(r, spec, barriers, what)
+        return
+    # A cluster's node clients do not retry: a master failing over (the connection refused,
+    # then CLUSTERDOWN, then MOVED to the promoted replica) is waited out here, within
+    # failoverTimeoutMs, each barrier sent to the node the slot map names now. On the
+    # promoted replica, a barrier's check says whether our writes made it there.
+    clock = Window(cluster_window(r))
+    while True:
+        try:
+            by_node: dict[str, list[Barrier]] = {}
+            for b in barriers:
+                by_node.setdefault(_node_id(r, b.key), []).append(b)
+            for group in by_node.values():
+                _run(_node(r, group[0].key), spec, group, what)
+            return
+        except (redis.RedisError, RedisClusterException) as exc:
+            if not cluster_in_flux(exc) or not clock.wait():
+                raise
+            read_slot_map(r)
 
 
 def preflight(spec: ConnectionSpec, style: str = "option") -> None:

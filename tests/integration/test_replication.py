@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 from typing import Any
 
 import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
+from spark_eventbus.connection import connection_spec
 from spark_eventbus.redisio import ConnectionSpec, ensure_groups, probes
+from spark_eventbus.redisio.durability import (
+    Barrier,
+    ReplicasMissing,
+    ReplicationError,
+    wait_for_writes,
+)
 from spark_eventbus.redisio.group import ConsumerOps
 from tests.harness.redis_sentinel import ReplicaServer
 from tests.harness.redis_server import RedisServer
@@ -146,3 +155,64 @@ def test_progress_with_redis_unreachable_is_unknown_not_a_failed_query(tmp_path,
         assert probes.stats([ops])[0].lag == 10  # the same client reconnects
     finally:
         server.stop()
+
+
+def test_a_write_waits_for_a_missing_replica_within_the_failover_window(tmp_path, names):
+    """``waitReplicas`` after a failover: the promoted node has no replica until its old primary
+    rejoins and resyncs, which can take longer than ``waitTimeoutMs``. A barrier that falls short
+    while fewer replicas than asked are *online* is sent again within ``failoverTimeoutMs``
+    (the driver's claim plans have no task retry to fall back on); a replica that is online but
+    stalled fails after ``waitTimeoutMs`` as before, and one that stays away fails once the
+    window is over, saying how many are online."""
+    primary = RedisServer(tmp_path / "p").start()
+    replica = ReplicaServer(tmp_path / "r", primary.port, priority=10).start()
+    key = names["stream"]
+    r = primary.client()
+
+    def online() -> int:
+        info = r.info("replication")
+        return sum(1 for k, v in info.items() if k.startswith("slave")
+                   and isinstance(v, dict) and v.get("state") == "online")
+
+    def barrier(**settings: Any) -> None:
+        spec = connection_spec(primary.url, wait_replicas=1, wait_timeout_ms=300, **settings)
+        r.set(key, "written")
+        wait_for_writes(spec, [Barrier(key=key, ttl_ms=600_000)], "the test's write")
+
+    try:
+        wait_for(lambda: online() == 1, what="replica online")
+        barrier()  # the replica is there: confirmed
+        # Gone (its old primary not back yet): waited for, then the write is confirmed.
+        replica.kill()
+        wait_for(lambda: online() == 0, what="replica gone")
+        back = threading.Timer(2.0, replica.start)
+        back.start()
+        try:
+            barrier(failover_timeout_ms=60_000)
+        finally:
+            back.join()
+        assert replica.client().get(key) == b"written"
+        # Gone for longer than the window: a retriable error saying none is online.
+        replica.kill()
+        wait_for(lambda: online() == 0, what="replica gone")
+        with pytest.raises(ReplicasMissing) as missing:
+            barrier(failover_timeout_ms=1000)
+        assert "0 of 1 replica(s) acknowledged" in str(missing.value)
+        assert "0 replica(s) online" in str(missing.value)
+        assert "failoverTimeoutMs" in str(missing.value)
+        # Online but stalled: not waited for past waitTimeoutMs, however long the window.
+        replica.start()
+        wait_for(lambda: online() == 1, what="replica online again")
+        assert replica.proc is not None
+        replica.proc.send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(ReplicationError) as slow:
+                barrier(failover_timeout_ms=3_600_000)
+            assert not isinstance(slow.value, ReplicasMissing), slow.value
+            assert "0 of 1 replica(s) acknowledged" in str(slow.value)
+            assert "within 300 ms" in str(slow.value)
+        finally:
+            replica.proc.send_signal(signal.SIGCONT)
+    finally:
+        replica.stop()
+        primary.stop()
