@@ -132,6 +132,7 @@ class RedisServer:
             self.proc.terminate()
             try:
                 self.proc.wait(10)
-            except subprocess.TimeoutExpired:
+            except subprocess.TimeoutExpired:  # a shutdown waiting for a replica, a save
                 self.proc.kill()
+                self.proc.wait(10)  # reaped, not left to the garbage collector
             self.proc = None

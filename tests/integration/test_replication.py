@@ -21,7 +21,7 @@ from spark_eventbus.redisio.durability import (
 )
 from spark_eventbus.redisio.group import ConsumerOps
 from tests.harness.redis_sentinel import ReplicaServer
-from tests.harness.redis_server import RedisServer
+from tests.harness.redis_server import RedisServer, free_port
 from tests.integration.helpers import pending, produce, stream_df, wait_for
 
 pytestmark = pytest.mark.integration
@@ -213,6 +213,53 @@ def test_a_write_waits_for_a_missing_replica_within_the_failover_window(tmp_path
             assert "within 300 ms" in str(slow.value)
         finally:
             replica.proc.send_signal(signal.SIGCONT)
+    finally:
+        replica.stop()
+        primary.stop()
+
+
+@pytest.mark.parametrize("wait", [0, 1])
+def test_a_promoted_replica_that_was_cut_off_has_every_row_reported_done_only_with_wait(
+        spark, tmp_path, names, wait):
+    """The negative control of ``waitReplicas`` (the Sentinel test's promoted replica is never
+    behind on loopback): the replica's link is cut (it follows an address nobody answers on,
+    keeping what it had), the sink writes, the primary is killed and the cut-off replica
+    promoted, as a managed service might. With ``waitReplicas=0`` the second write is reported
+    done and its rows are gone; with ``waitReplicas=1`` it is refused (retriably, naming the
+    replicas online), and every row reported done is on the promoted replica."""
+    primary = RedisServer(tmp_path / "p").start()
+    replica = ReplicaServer(tmp_path / "r", primary.port, priority=10).start()
+    stream = names["stream"]
+    options = {"waitReplicas": str(wait), "waitTimeoutMs": "300", "failoverTimeoutMs": "1000"}
+
+    def write(first: int) -> None:
+        df = spark.range(first, first + 100).select(F.col("id").cast("string").alias("n"))
+        (df.write.format("eventbus").option("url", primary.url).option("stream", stream)
+         .options(**options).mode("append").save())
+
+    try:
+        wait_for(lambda: replica.client().info("replication")["master_link_status"] == "up",
+                 what="replica in sync")
+        reported = []
+        write(0)
+        reported += range(100)
+        wait_for(lambda: replica.client().xlen(stream) == 100, what="the replica has them")
+        replica.client().replicaof("127.0.0.1", str(free_port()))  # the link cut
+        try:
+            write(100)
+            reported += range(100, 200)
+        except Exception as err:
+            assert wait, err
+            assert "0 of 1 replica(s) acknowledged" in str(err), str(err)[-2000:]
+            assert "0 replica(s) online" in str(err), str(err)[-2000:]
+        assert primary.client().xlen(stream) == 200  # both writes reached the primary
+        primary.kill()
+        replica.client().replicaof("NO", "ONE")  # promoted
+        present = sorted(int(f[b"n"]) for _, f in replica.client().xrange(stream))
+        if wait:
+            assert reported == list(range(100)) and present == reported
+        else:  # the control: reported done, then lost with the primary
+            assert reported == list(range(200)) and present == list(range(100))
     finally:
         replica.stop()
         primary.stop()
