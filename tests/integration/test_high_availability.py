@@ -197,12 +197,15 @@ def test_a_query_follows_a_sentinel_failover_and_delivers_everything(
     stream, group = names["stream"], names["group"]
     produced: list[str] = []
     stop = threading.Event()
+    reading = threading.Event()  # the query reads: the producer goes on past 1,000
 
     def producer() -> None:
         sentinel = redis.sentinel.Sentinel([("127.0.0.1", s.port) for s in t.sentinels])
         r = sentinel.master_for(MASTER, socket_timeout=2)
         i = 0
         while not stop.is_set() and i < 3000:
+            if i >= 1000:
+                reading.wait(120)
             try:
                 pipe = r.pipeline(transaction=False)
                 for j in range(i, i + 50):
@@ -236,8 +239,23 @@ def test_a_query_follows_a_sentinel_failover_and_delivers_everything(
     thread = threading.Thread(target=producer, daemon=True)
     thread.start()
     try:
-        wait_for(lambda: len(produced) >= 1000, what="entries flowing")
+        # The query reads from the first primary before it fails over (a query still
+        # starting then never has to follow one), and entries are still to come after.
+        wait_for(lambda: len(produced) >= 1000 and any(
+            run for runs in list(batches.values()) for run in runs),
+                 what="entries flowing and the query reading them")
+        reading.set()
+        wait_for(lambda: len(produced) >= 1200, what="more entries")
+        after = len(produced)  # those added from here on reach the new primary only
         t.fail_over(kill=True)
+
+        def read_at_new_primary() -> bool:
+            # this query ran a batch planned after the failover: it handled entries that only
+            # the new primary has
+            assert q.exception() is None, q.exception()
+            seen = {i for runs in list(batches.values()) for run in runs for i in run}
+            return bool(set(produced[after:]) & seen)
+        wait_for(read_at_new_primary, timeout=120, what="a batch read at the new primary")
         fail_once.set()
         # The query rode over the failover: it fails only on the injected error, and a restart
         # from the checkpoint replays that batch from the new primary.
