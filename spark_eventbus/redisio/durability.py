@@ -14,6 +14,7 @@ task that a retry then found already done. One round trip per barrier.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -40,11 +41,23 @@ class ReplicationError(EventBusConnectionError):
     the writes it guards are idempotent, so the task may run again."""
 
 
-class ReplicasMissing(ReplicationError):
-    """A :class:`ReplicationError` where the primary has fewer replicas *online* than
-    ``waitReplicas`` asks (a failover's aftermath: the promoted replica's old master has not
-    rejoined yet; a replica resyncing), not replicas that are online but slow. Waited out
-    within ``failoverTimeoutMs`` by :func:`wait_for_writes` before it is raised."""
+class ReplicasShort(ReplicationError):
+    """Fewer replicas than ``waitReplicas`` acknowledged the barrier in ``waitTimeoutMs``
+    (the writes are on the primary). Not to be confused with the writes missing from the
+    primary, a plain :class:`ReplicationError` that is never waited out."""
+
+    def __init__(self, message: str, online: int | None = None) -> None:
+        super().__init__(message)
+        self.online = online
+
+
+class ReplicasMissing(ReplicasShort):
+    """:class:`ReplicasShort` where the primary has fewer replicas *online* than
+    ``waitReplicas`` asks (a failover's aftermath: the promoted replica has none until its old
+    master rejoins; a replica gone), not replicas that are online but slow. Waited out within
+    ``failoverTimeoutMs`` by :func:`wait_for_writes` before it is raised — and once one was,
+    the same call waits out a plain shortfall too: a replica that just came back counts as
+    online once its snapshot is sent, before it has loaded it and acknowledged anything."""
 
 
 def _node(r: Redis, key: str) -> redis.Redis:
@@ -122,17 +135,18 @@ def _run(node: redis.Redis, spec: ConnectionSpec, barriers: list[Barrier], what:
             raise ReplicasMissing(
                 f"{what}: {missing} within {spec.wait_timeout_ms} ms on {spec.display}, whose "
                 f"primary has {online} replica(s) online (after a failover, until the old "
-                "primary rejoins as a replica; or a replica resyncing). Waited for them up to "
-                f"{spell('failoverTimeoutMs', spec.style)}; the write is on the primary but "
-                "could be lost if it fails now, so it is not reported done: the task fails "
-                "(retriable; the write is idempotent). Bring a replica back (INFO "
-                f"replication), or lower {spell('waitReplicas', spec.style)}.")
-        raise ReplicationError(
+                "primary rejoins as a replica; or a replica gone). Waited for them for up to "
+                f"{spell('failoverTimeoutMs', spec.style)} = {spec.failover_timeout_ms} ms; "
+                "the write is on the primary but could be lost if it fails now, so it is not "
+                "reported done: the task fails (retriable; the write is idempotent). Bring a "
+                f"replica back (INFO replication), or lower {spell('waitReplicas', spec.style)}.",
+                online)
+        raise ReplicasShort(
             f"{what}: {missing} within {spec.wait_timeout_ms} ms on {spec.display}. The write "
             "is on the primary but could be lost if it fails now, so it is not reported done: "
             "the task fails (retriable; the write is idempotent). Check the replicas' links "
             f"(INFO replication), or raise {spell('waitTimeoutMs', spec.style)} or lower "
-            f"{spell('waitReplicas', spec.style)}.")
+            f"{spell('waitReplicas', spec.style)}.", online)
 
 
 def _online_replicas(r: Redis) -> int | None:
@@ -219,20 +233,29 @@ def wait_for_writes(spec: ConnectionSpec, barriers: list[Barrier], what: str) ->
 
     r = client(spec)
     # Replicas missing (not slow): a failover's aftermath — the promoted replica has none
-    # until its old master rejoins and resyncs. Waited out within failoverTimeoutMs, as the
-    # failover itself is: the driver's plans have no task retry to fall back on.
+    # until its old master rejoins and resyncs. Waited out within failoverTimeoutMs (from the
+    # first try; the last try may add its waitTimeoutMs), as the failover itself is: the
+    # driver's plans have no task retry to fall back on. Once replicas were missing, a plain
+    # shortfall is waited out too: a replica back from a resync counts as online before it
+    # has loaded the snapshot and acknowledged anything.
     clock = Window(WindowRetry(spec.failover_timeout_ms / 1000))
     clock.retry.answered = True
+    clock.deadline = time.monotonic() + spec.failover_timeout_ms / 1000
+    missing = False
     while True:
         try:
             with redis_errors(what, spec):
                 _wait_on(r, spec, barriers, what)
             return
-        except ReplicasMissing as exc:
-            if not clock.wait():
+        except ReplicasShort as exc:
+            if not (missing or isinstance(exc, ReplicasMissing)) or not clock.wait():
                 raise
-            log.info("spark-eventbus: %s: replicas missing, waiting for them (%s)", what,
-                     type(exc).__name__)
+            if not missing:
+                log.warning("spark-eventbus: %s: %s replica(s) online, fewer than %s = %d; "
+                            "waiting for them for up to %d ms", what, exc.online,
+                            spell("waitReplicas", spec.style), spec.wait_replicas,
+                            spec.failover_timeout_ms)
+            missing = True
 
 
 def _wait_on(r: Redis, spec: ConnectionSpec, barriers: list[Barrier], what: str) -> None:

@@ -198,6 +198,7 @@ def test_a_query_follows_a_sentinel_failover_and_delivers_everything(
     produced: list[str] = []
     stop = threading.Event()
     reading = threading.Event()  # the query reads: the producer goes on past 1,000
+    failed_over = threading.Event()  # the new primary is named: it goes on past 1,500
 
     def producer() -> None:
         sentinel = redis.sentinel.Sentinel([("127.0.0.1", s.port) for s in t.sentinels])
@@ -206,6 +207,8 @@ def test_a_query_follows_a_sentinel_failover_and_delivers_everything(
         while not stop.is_set() and i < 3000:
             if i >= 1000:
                 reading.wait(120)
+            if i >= 1500:
+                failed_over.wait(120)
             try:
                 pipe = r.pipeline(transaction=False)
                 for j in range(i, i + 50):
@@ -246,8 +249,9 @@ def test_a_query_follows_a_sentinel_failover_and_delivers_everything(
                  what="entries flowing and the query reading them")
         reading.set()
         wait_for(lambda: len(produced) >= 1200, what="more entries")
-        after = len(produced)  # those added from here on reach the new primary only
         t.fail_over(kill=True)
+        after = len(produced)  # those added from here on were added after the kill
+        failed_over.set()
 
         def read_at_new_primary() -> bool:
             # this query ran a batch planned after the failover: it handled entries that only
@@ -277,6 +281,8 @@ def test_a_query_follows_a_sentinel_failover_and_delivers_everything(
         wait_for(delivered, timeout=180, what="every entry delivered")
     finally:
         stop.set()
+        reading.set()
+        failed_over.set()
         q.stop()
     replayed = [b for b, runs in batches.items() if len(runs) > 1]
     assert replayed, "the failed batch was not replayed"
