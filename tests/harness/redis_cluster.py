@@ -4,6 +4,7 @@ restarted, and slots moved between masters while queries run."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -30,12 +31,22 @@ def _port_pair_free(port: int) -> bool:
     return True
 
 
-def free_cluster_ports(n: int, start: int = 21000) -> list[int]:
+def _worker_index() -> int:
+    """0, or the number of this pytest-xdist worker (``gw3`` -> 3)."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(name[2:]) if name[2:].isdigit() else 0
+
+
+def free_cluster_ports(n: int, tls: bool = False) -> list[int]:
+    """``n`` ports whose bus ports (``+ 10000``) are free too. Below the ephemeral range (32768
+    up), so no port the OS hands out can take them; each pytest-xdist worker picks in its own
+    band of 1,000 (TLS ports in its upper half), so two workers never choose the same."""
+    start = 12000 + 1000 * _worker_index() + (500 if tls else 0)
     ports: list[int] = []
     port = start
     while len(ports) < n:
-        if port + 10000 > 65535:
-            raise RuntimeError("no free port pairs for a test cluster")
+        if port >= start + 500 or port + 10000 >= 32768:
+            raise RuntimeError(f"no free port pairs for a test cluster from {start}")
         if _port_pair_free(port):
             ports.append(port)
         port += 7
@@ -48,8 +59,8 @@ class ClusterNode(RedisServer):
 
     def __init__(self, workdir: Path, port: int, aof: bool = True, password: str | None = None,
                  tls: TlsFiles | None = None, tls_port: int | None = None,
-                 node_timeout_ms: int = 3000) -> None:
-        super().__init__(workdir, password=password, aof=aof)
+                 node_timeout_ms: int = 3000, fsync: str = "always") -> None:
+        super().__init__(workdir, password=password, aof=aof, fsync=fsync)
         self.port = port
         self.tls = tls
         self.tls_port = tls_port  # with tls-cluster, the bus port is tls_port + 10000
@@ -74,7 +85,7 @@ class RedisClusterServer:
 
     def __init__(self, workdir: Path, masters: int = 3, aof: bool = True,
                  password: str | None = None, tls: TlsFiles | None = None,
-                 replicas: int = 0, node_timeout_ms: int = 3000) -> None:
+                 replicas: int = 0, node_timeout_ms: int = 3000, fsync: str = "always") -> None:
         self.password = password
         self.tls = tls
         self.replicas = replicas
@@ -83,9 +94,9 @@ class RedisClusterServer:
                                "`make install` (Debian's redis-server brings both).")
         n = masters * (1 + replicas)
         ports = free_cluster_ports(n)
-        tls_ports = free_cluster_ports(n, start=40000) if tls else [None] * n
+        tls_ports = free_cluster_ports(n, tls=True) if tls else [None] * n
         self.nodes = [ClusterNode(workdir / f"node{p}", p, aof, password, tls, t,
-                                  node_timeout_ms)
+                                  node_timeout_ms, fsync)
                       for p, t in zip(ports, tls_ports, strict=True)]
 
     @property

@@ -4,6 +4,7 @@ answers. Never a shared server, never a fake."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
@@ -31,11 +32,38 @@ def docker_answers() -> bool:
     return subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0
 
 
+def record_scripts(server: RedisServer) -> None:
+    """With ``EVENTBUS_SCRIPT_LOG`` set (a lane run with COVERAGE=1): append to that file the
+    names of the package's Lua scripts this server has loaded (``SCRIPT EXISTS``: the
+    connector ran them here), for ``make check-lanes``. A server that does not answer (killed,
+    or refusing this client) records nothing."""
+    log = os.environ.get("EVENTBUS_SCRIPT_LOG")
+    if not log:
+        return
+    from spark_eventbus.redisio.scripts import script_text
+
+    lua = Path(__file__).resolve().parents[2] / "spark_eventbus" / "lua"
+    names = sorted(p.stem for p in lua.glob("*.lua") if not p.stem.startswith("_"))
+    shas = [hashlib.sha1(script_text(n).encode()).hexdigest() for n in names]
+    try:
+        c = server.client(socket_timeout=2)
+        found = c.script_exists(*shas)
+        c.close()
+    except (redis.RedisError, OSError):
+        return
+    with open(log, "a") as f:  # one short write per server: lines from workers do not mix
+        f.write("".join(f"{n}\n" for n, hit in zip(names, found, strict=True) if hit))
+
+
 class RedisServer:
     """One redis-server process with AOF on, in its own directory."""
 
-    def __init__(self, workdir: Path, password: str | None = None, aof: bool = True) -> None:
-        self.aof = aof  # AOF with appendfsync always; off for benchmarks
+    def __init__(self, workdir: Path, password: str | None = None, aof: bool = True,
+                 fsync: str = "always") -> None:
+        self.aof = aof  # AOF on (WAITAOF works) or off (benchmarks)
+        # "always" where a test kills the server and counts on what it acknowledged; the shared
+        # servers, which no test kills, take "everysec" (an fsync per write costs every test)
+        self.fsync = fsync
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.password = password
@@ -59,7 +87,7 @@ class RedisServer:
             raise RuntimeError(
                 "no redis-server binary on PATH and no Docker engine: run `make install` "
                 "(it installs Debian's redis-server) or set EVENTBUS_REDIS_SERVER.")
-        persistence = (["--appendonly", "yes", "--appendfsync", "always"] if self.aof
+        persistence = (["--appendonly", "yes", "--appendfsync", self.fsync] if self.aof
                        else ["--appendonly", "no"])
         args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
                 str(self.workdir), *persistence, "--save", "",
@@ -129,6 +157,7 @@ class RedisServer:
             self._container.stop()
             self._container = None
         if self.proc is not None:
+            record_scripts(self)
             self.proc.terminate()
             try:
                 self.proc.wait(10)

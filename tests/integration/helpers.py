@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import random
@@ -29,6 +31,21 @@ def produce(r: redis.Redis, stream: str, n: int, start: int = 0, *,
             pipe.xadd(stream, {"n": str(i), "payload": body})
         ids += [x.decode() if isinstance(x, bytes) else x for x in pipe.execute()]
     return ids
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``eventbus ARGS`` in this process (``spark_eventbus.cli.main``, as the entry point calls
+    it): its exit status (argparse's exit included), stdout and stderr. Saves a Python start
+    per call; test_cli runs the real entry point as a process too (exit codes, a signal)."""
+    from spark_eventbus.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse: 2 on a usage error
+            code = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(["eventbus", *args], code, out.getvalue(), err.getvalue())
 
 
 def driver_reader(url: str, stream: str, group: str, **extra: str) -> Any:
@@ -112,17 +129,20 @@ def committed_batches(chk: Path) -> int:
     return sum(1 for p in d.iterdir() if p.name.isdigit()) if d.exists() else 0
 
 
-def kill_and_restart(base: list[str], chk: Path, logs: Path, times: int, seed: int) -> None:
-    """Run the query ``base`` as its own driver process ``times`` times; each run is killed
-    with SIGKILL (driver and JVM) at a random moment after it committed two more batches."""
+def kill_and_restart(base: list[str], chks: list[Path], logs: Path, times: int, seed: int
+                     ) -> None:
+    """Run the query or queries ``base`` as their own driver process ``times`` times; each run
+    is killed with SIGKILL (driver and JVM) at a random moment after every checkpoint of
+    ``chks`` committed two more batches."""
     rng = random.Random(seed)
     for run in range(times):
-        before = committed_batches(chk)
+        before = [committed_batches(c) for c in chks]
         log_path = logs / f"run{run}.log"
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(base, stdout=log, stderr=log, start_new_session=True)
-            wait_for(lambda p=proc, n=before: committed_batches(chk) >= n + 2
-                     or p.poll() is not None, 240, "the query to commit two batches")
+            wait_for(lambda p=proc, n=before: p.poll() is not None or all(
+                committed_batches(c) >= b + 2 for c, b in zip(chks, n, strict=True)),
+                240, "the queries to commit two batches each")
             assert proc.poll() is None, log_path.read_text()[-3000:]
             time.sleep(rng.uniform(0.0, 0.6))  # land the kill anywhere inside a batch
             os.killpg(proc.pid, signal.SIGKILL)

@@ -4,11 +4,14 @@ choice), by the Python process Spark runs the source in."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
-PORT_FILE = Path(tempfile.gettempdir()) / "spark-eventbus-test-metrics-port"
+# one file per pytest-xdist worker (Spark's Python workers inherit the variable)
+PORT_FILE = Path(tempfile.gettempdir()) / (
+    f"spark-eventbus-test-metrics-port-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}")
 
 
 def prometheus() -> Any:

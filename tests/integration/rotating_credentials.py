@@ -5,6 +5,7 @@ repository root like the tests."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -15,7 +16,9 @@ from redis.auth.token import SimpleToken
 from redis.credentials import CredentialProvider, StreamingCredentialProvider
 
 # The user and the current password, one per line: the tests' rotator writes it (atomically).
-STATE = Path(tempfile.gettempdir()) / "spark-eventbus-test-credentials"
+# One file per pytest-xdist worker (Spark's Python workers inherit the variable from the driver).
+STATE = Path(tempfile.gettempdir()) / (
+    f"spark-eventbus-test-credentials-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}")
 
 
 class FromState(CredentialProvider):

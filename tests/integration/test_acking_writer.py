@@ -46,6 +46,7 @@ def _parquet_pipe(spark, url: str, names: dict[str, str], tmp_path, **options: o
     return out
 
 
+@pytest.mark.server
 def test_good_rows_arrive_and_nothing_stays_pending(spark, redis_server, names, tmp_path):
     r = redis_server.client()
     ids = produce(r, names["stream"], 5_000)
@@ -56,6 +57,7 @@ def test_good_rows_arrive_and_nothing_stays_pending(spark, redis_server, names, 
     assert r.exists(names["dlq"]) == 0
 
 
+@pytest.mark.server
 def test_malformed_rows_are_dead_lettered_once_and_never_reach_the_handler(
         spark, redis_server, names, tmp_path):
     r = redis_server.client()
@@ -83,6 +85,7 @@ def test_malformed_rows_are_dead_lettered_once_and_never_reach_the_handler(
     assert r.xlen(names["dlq"]) == 1_000
 
 
+@pytest.mark.server
 def test_handler_failure_acks_nothing_and_the_batch_replays_after_restart(
         spark, redis_server, names, tmp_path):
     r = redis_server.client()
@@ -165,6 +168,7 @@ def test_malformed_rows_without_dead_letter_stream_fail_the_batch_and_drop_nothi
     assert pending(r, names["stream"], names["group"]) == 100  # nothing acked, nothing dropped
 
 
+@pytest.mark.server
 def test_acks_run_on_executors_one_xack_per_chunk(spark, own_redis, names, tmp_path):
     own_redis.start()
     r = own_redis.client()

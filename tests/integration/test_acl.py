@@ -20,7 +20,7 @@ from spark_eventbus.losses import RangeLoss
 from spark_eventbus.redisio import record_losses
 from tests.integration.helpers import checkpoint, pending, produce, run_available_now, stream_df
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.server]
 
 
 def _user(r, redis_server, role: str, streams: list[str], dlq: str | None = None,  # type: ignore[no-untyped-def]

@@ -7,7 +7,6 @@ anything, naming the part; the parts that run none (batch reads, plain acks) sti
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -22,9 +21,9 @@ from spark_eventbus.redisio.capabilities import (
 )
 from spark_eventbus.redisio.client import client
 from tests.harness.redis_server import RedisServer
-from tests.integration.helpers import driver_reader, pending, produce
+from tests.integration.helpers import driver_reader, pending, produce, run_cli
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.server]
 
 
 class _NoScripting(RedisServer):
@@ -46,12 +45,22 @@ def _version(server: RedisServer) -> str:
     return server_capabilities(client(ConnectionSpec(server.url))).display.replace(".", r"\.")
 
 
-def test_this_machines_servers_have_lua_and_no_xackdel(redis_server):
+def test_the_capabilities_match_the_commands_the_server_has(redis_server):
+    """Whatever the lane's server (Redis 7.0, Redis 8.2, Valkey 9.1): Lua, and XACKDEL and
+    WAITAOF exactly where the server's COMMAND INFO knows them."""
     caps = server_capabilities(client(ConnectionSpec(redis_server.url)))
     assert caps.family in ("redis", "valkey") and caps.has_lua is True
-    assert caps.version < ((8, 2, 0) if caps.family == "redis" else (9, 2, 0))
-    assert caps.has_xackdel is False  # Redis 7.0 / Valkey 9.1: the fallback path runs here
-    assert caps.has_waitaof == (caps.family == "valkey" or caps.version >= (7, 2, 0))
+    r = redis_server.client()
+
+    def knows(command: str) -> bool:  # the raw reply: redis-py's parser fails on [nil]
+        conn = r.connection_pool.get_connection()
+        try:
+            conn.send_command("COMMAND", "INFO", command)
+            return conn.read_response()[0] is not None
+        finally:
+            r.connection_pool.release(conn)
+    assert caps.has_xackdel == knows("xackdel")  # Redis >= 8.2 (the redis8 lane), Valkey 9.2
+    assert caps.has_waitaof == knows("waitaof")
 
 
 def test_a_server_without_scripting_is_refused_at_start_naming_its_version(no_lua, names):
@@ -99,8 +108,7 @@ def test_acking_writer_needs_scripting_only_to_dead_letter(spark, no_lua, names)
 
 
 def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "spark_eventbus", "--url", url, *args],
-                          capture_output=True, text=True, timeout=60)
+    return run_cli("--url", url, *args)
 
 
 def test_cli_commands_that_run_scripts_refuse_before_changing_anything(no_lua, names):

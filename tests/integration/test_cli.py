@@ -11,14 +11,12 @@ import sys
 import pytest
 
 from tests.harness.redis_server import free_port
-from tests.integration.helpers import driver_reader, produce
+from tests.integration.helpers import driver_reader, produce, run_cli
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.server]
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "spark_eventbus", *args], capture_output=True,
-                          text=True, timeout=60)
+_cli = run_cli  # in this process; the entry point itself runs as a process below
 
 
 def test_status_shows_groups_consumers_and_dead_letters(redis_server, names):

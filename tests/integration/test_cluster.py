@@ -38,7 +38,7 @@ from tests.integration.helpers import (
 )
 from tests.integration.test_pipe_job import _copy_pipe_config
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.server]
 
 
 def _spread(cluster: RedisClusterServer, prefix: str, per_node: int = 2) -> list[str]:

@@ -20,7 +20,7 @@ from tests.harness.redis_cluster import RedisClusterServer
 from tests.integration.helpers import checkpoint, pending, stream_df, wait_for
 from tests.integration.test_cluster import _spread
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.server]
 
 
 @pytest.fixture(scope="module")

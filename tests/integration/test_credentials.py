@@ -38,16 +38,25 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)  # as a Kubernetes Secret volume swaps its files
 
 
+# Rotations a query must ride through: counted, not timed (a loaded machine rotates as often).
+ROTATIONS = 10
+
+
 class Rotator:
     """Replaces ``user``'s password on every node of ``admins`` every ``every`` seconds:
     ``ACL SETUSER user >new``, ``publish(new)``, after ``grace`` seconds ``<old`` and
-    ``CLIENT KILL USER user``."""
+    ``CLIENT KILL USER user``. The grace is what a managed Redis gives (both passwords valid);
+    the connections are killed at its end, so each rotation forces every connection of the
+    query to authenticate again with the new password."""
 
     def __init__(self, admins: list[redis.Redis], user: str, publish: Callable[[str], None],
-                 every: float = 4.0, grace: float = 1.0) -> None:
+                 every: float = 1.5, grace: float = 0.75) -> None:
         self.admins, self.user, self.publish = admins, user, publish
         self.every, self.grace = every, grace
         self.rotations = 0
+        # called before each rotation until it says yes: the tests pass "the query committed a
+        # batch since the last rotation", so every rotation lands on a query that is reading
+        self.gate: Callable[[], bool] = lambda: True
         self.password = secrets.token_hex(8)
         for a in admins:
             a.execute_command("ACL", "SETUSER", user, "reset", "on", f">{self.password}",
@@ -66,6 +75,9 @@ class Rotator:
 
     def _run(self) -> None:
         while not self._stop.wait(self.every - self.grace):
+            while not self.gate():
+                if self._stop.wait(0.05):
+                    return
             old, new = self.password, secrets.token_hex(8)
             for a in self.admins:
                 a.execute_command("ACL", "SETUSER", self.user, f">{new}")
@@ -79,12 +91,12 @@ class Rotator:
 
 
 def _copy_through_rotations(spark: Any, url: str, admin: redis.Redis, rotator: Rotator,
-                            names: dict[str, str], tmp_path: Path, seconds: float,
-                            **credentials: str) -> None:
+                            names: dict[str, str], tmp_path: Path, **credentials: str) -> None:
     """One query: the reader (``credentials``: options, Sentinel's too) → an AckingBatchWriter
     (the same, as keyword arguments) whose handler writes each batch through the sink (the
-    same): every entry of the source once in the target, nothing pending, the query never
-    failed."""
+    same), through :data:`ROTATIONS` rotations while entries keep coming and at least one batch
+    committed between rotations: every entry of the source once in the target, nothing
+    pending, the query never failed."""
     source, target, group = names["stream"], f"{names['stream']}:out", names["group"]
     admin.xgroup_create(source, group, "0", mkstream=True)
 
@@ -108,10 +120,20 @@ def _copy_through_rotations(spark: Any, url: str, admin: redis.Redis, rotator: R
              what="the first batch")
     assert q.exception() is None, q.exception()
     produced.append("")  # the first entry, counted below with the rest
+    last_read = [-1]  # the last batch with input when the rotator last rotated
+
+    def gate() -> bool:
+        read = max((p["batchId"] for p in q.recentProgress if p["numInputRows"]), default=-1)
+        if read <= last_read[0]:
+            return False
+        last_read[0] = read
+        return True
+    rotator.gate = gate
+    deadline = time.monotonic() + 300
     with rotator:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        while rotator.rotations < ROTATIONS:
             assert q.exception() is None, q.exception()
+            assert time.monotonic() < deadline, f"{rotator.rotations} rotations in 300 s"
             produced += [i.decode() for i in
                          admin.pipeline().xadd(source, {"n": "1"}).xadd(source, {"n": "2"})
                          .execute()]
@@ -125,13 +147,14 @@ def _copy_through_rotations(spark: Any, url: str, admin: redis.Redis, rotator: R
         q.processAllAvailable()  # the last batch's acks
     q.stop()
     assert q.exception() is None, q.exception()
-    assert rotations >= 10, rotations
+    assert rotations >= ROTATIONS, rotations
     got = Counter(f[b"src"].decode() for _, f in admin.xrange(target))
     first = admin.xrange(source, count=1)[0][0].decode()
     assert got == Counter([first, *produced[1:]])  # each once: no batch failed and ran again
     assert pending(admin, source, group) == 0
 
 
+@pytest.mark.server
 def test_a_query_reads_writes_and_acks_through_password_file_rotations(
         spark, redis_server, names, tmp_path):
     user = f"rot{names['tag']}"
@@ -139,7 +162,7 @@ def test_a_query_reads_writes_and_acks_through_password_file_rotations(
     admin = redis_server.client()
     rotator = Rotator([admin], user, lambda p: _write_atomically(secret, p))
     url = f"redis://{user}@127.0.0.1:{redis_server.port}/0"
-    _copy_through_rotations(spark, url, admin, rotator, names, tmp_path, 60,
+    _copy_through_rotations(spark, url, admin, rotator, names, tmp_path,
                             passwordFile=str(secret))
 
 
@@ -150,21 +173,21 @@ def test_a_query_reads_writes_and_acks_through_credential_provider_rotations(
     rotator = Rotator([admin], user, lambda p: _write_atomically(
         rotating_credentials.STATE, f"{user}\n{p}\n"))
     url = f"redis://127.0.0.1:{redis_server.port}/0"
-    _copy_through_rotations(spark, url, admin, rotator, names, tmp_path, 60,
+    _copy_through_rotations(spark, url, admin, rotator, names, tmp_path,
                             credentialProvider=PROVIDER)
 
 
+@pytest.mark.server
 def test_on_a_cluster_every_node_takes_the_rotating_credentials(
         spark, redis_cluster, names, tmp_path):
     """The same on Redis Cluster (each node has its own ACL: the password is rotated on all of
-    them, and every node's connections of the user are killed), rotations every 3 s for
-    33 s."""
+    them, and every node's connections of the user are killed)."""
     user = f"rot{names['tag']}"
     admins = [n.client() for n in redis_cluster.nodes]
     rotator = Rotator(admins, user, lambda p: _write_atomically(
-        rotating_credentials.STATE, f"{user}\n{p}\n"), every=3.0, grace=1.5)
+        rotating_credentials.STATE, f"{user}\n{p}\n"))
     _copy_through_rotations(spark, redis_cluster.url, redis_cluster.client(), rotator, names,
-                            tmp_path, 33, credentialProvider=PROVIDER)
+                            tmp_path, credentialProvider=PROVIDER)
 
 
 @pytest.mark.parametrize("options, says", [
@@ -205,6 +228,7 @@ def test_bad_credentials_fail_at_start_naming_the_option_and_ack_nothing(
     assert f"argument '{arg}'" in str(aw.value) and says in str(aw.value), str(aw.value)
 
 
+@pytest.mark.server
 def test_the_cli_takes_a_password_file(redis_server, names, tmp_path, capsys):
     user = f"cli{names['tag']}"
     r = redis_server.client()
@@ -223,6 +247,7 @@ def test_the_cli_takes_a_password_file(redis_server, names, tmp_path, capsys):
     assert "--credential-provider = 'nope' is invalid" in capsys.readouterr().err
 
 
+@pytest.mark.server
 def test_a_streaming_provider_reauthenticates_live_connections(redis_server, names):
     """New credentials announced by a streaming provider: redis-py re-authenticates the
     pool's connections with them (AUTH on each), which are kept — the same client IDs."""

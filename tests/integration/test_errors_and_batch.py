@@ -17,6 +17,7 @@ from tests.integration.helpers import checkpoint, produce, run_available_now, st
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.server
 def test_batch_read_between_start_and_end_ids(spark, redis_server, names):
     r = redis_server.client()
     for i in range(1, 101):
@@ -66,6 +67,7 @@ def _start_error(spark, tmp_path: Path, **options: str) -> str:
     return str(err.value)
 
 
+@pytest.mark.server
 def test_missing_stream_fails_at_load(spark, redis_server):
     with pytest.raises(Exception, match="option 'stream' is required"):
         spark.readStream.format("eventbus").option("url", redis_server.url) \
@@ -88,6 +90,7 @@ def test_invalid_option_fails_at_load_naming_option_and_value(spark, redis_serve
     assert expect in str(err.value)
 
 
+@pytest.mark.server
 def test_missing_group_fails_before_any_batch(spark, redis_server, names, tmp_path):
     text = _start_error(spark, tmp_path, url=redis_server.url, stream=names["stream"])
     assert "option 'group' is required for streaming reads" in text
@@ -109,6 +112,7 @@ def test_unreachable_redis_fails_before_any_batch(spark, names, tmp_path):
     assert "Redis did not answer" in text and "option 'url'" in text
 
 
+@pytest.mark.server
 def test_key_that_is_not_a_stream_is_refused_and_kept(spark, redis_server, names, tmp_path):
     r = redis_server.client()
     r.set(names["stream"], "precious")
@@ -174,6 +178,7 @@ def test_starting_position_for_a_group_that_exists_is_said_to_be_ignored(redis_s
 
 
 @pytest.mark.parametrize("given", ["wrong", "none"])
+@pytest.mark.server
 def test_refused_credentials_fail_at_once_without_retrying(own_redis, given):
     """A refused password (or none, where one is required) is not a network error: retrying
     it only delays the error (a wrong password took 6.4 s, none at all ~36 s). One connection

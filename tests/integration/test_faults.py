@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import threading
+from collections import Counter
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -27,29 +28,57 @@ from tests.integration.helpers import (
     stream_df,
     wait_for,
 )
+from tests.integration.test_sink import _batch_of, _sink_keys
 
 pytestmark = pytest.mark.integration
-JOB = Path(__file__).parent / "jobs" / "consume.py"
+JOB = Path(__file__).parent / "jobs" / "kill_target.py"
 
 
-def test_driver_sigkill_and_restart_loses_nothing(redis_server, names, tmp_path):
+def test_driver_sigkill_and_restart_replays_exactly_and_the_sink_writes_exactly_once(
+        redis_server, names, tmp_path):
+    """One driver process, killed with SIGKILL twice at random moments inside batches and
+    restarted from its checkpoints each time, then run to the end (AvailableNow), with two
+    queries: 40 streams read in packed partitions into parquet (at-least-once: nothing lost,
+    a replayed batch is the same batch under the same batch ID, duplicates bounded by the
+    batches in flight) and one stream of 6,000 copied through the eventbus sink (exactly
+    once). Nothing stays pending in either group."""
     r = redis_server.client()
-    produced = produce(r, names["stream"], 12_000)
+    streams, produced = [f"{names['stream']}-{i:03d}" for i in range(40)], set()
+    for i, name in enumerate(streams):
+        produced |= {f"{name}/{x}" for x in produce(r, name, 150, i * 150)}
+    source, target = names["stream"] + ":src", names["stream"] + ":copy"
+    copied_ids = produce(r, source, 6_000)
     chk, out = tmp_path / "chk", tmp_path / "out"
-    max_entries = 1000
-    base = [sys.executable, str(JOB), "--url", redis_server.url, "--stream", names["stream"],
-            "--group", names["group"], "--checkpoint", str(chk), "--out", str(out),
-            "--max-entries", str(max_entries)]
+    max_entries = 500
+    base = [sys.executable, str(JOB), "--url", redis_server.url, "--streams", ",".join(streams),
+            "--group", names["group"], "--out", str(out), "--source", source, "--target",
+            target, "--checkpoint", str(chk), "--max-entries", str(max_entries)]
     kills = 2  # each a new Spark driver (~15 s); `make soak` runs 27 faults
-    kill_and_restart(base, chk, tmp_path, kills, seed=7)
+    kill_and_restart(base, [chk / "consume", chk / "copy"], tmp_path, kills, seed=7)
     final = subprocess.run([*base, "--available-now"], capture_output=True, timeout=600)
     assert final.returncode == 0, final.stderr.decode()[-3000:]
-    got = pq.read_table(out).column("id").to_pylist()
-    assert set(got) == set(produced), "an ID is missing"
-    duplicates = len(got) - len(set(got))
-    # At-least-once: a kill can replay at most the batch in flight.
+    # the reader, into parquet
+    table = pq.read_table(out)
+    got = [f"{s}/{i}" for s, i in zip(table.column("stream").to_pylist(),
+                                      table.column("id").to_pylist(), strict=True)]
+    assert set(got) == produced, "an entry is missing"
+    batch_of: dict[str, set[int]] = {}
+    for key, b in zip(got, table.column("batch").to_pylist(), strict=True):
+        batch_of.setdefault(key, set()).add(b)
+    assert all(len(b) == 1 for b in batch_of.values()), "an entry moved to another batch"
+    duplicates = sum(n - 1 for n in Counter(got).values())
     assert duplicates <= kills * max_entries, duplicates
-    assert pending(r, names["stream"], names["group"]) == 0
+    assert all(pending(r, s, names["group"]) == 0 for s in streams)
+    # the reader and the sink, into a stream: each entry exactly once
+    copied = Counter(f[b"src"].decode() for _, f in r.xrange(target))
+    assert set(copied) == set(copied_ids), "a row is missing"
+    assert max(copied.values()) == 1, [k for k, c in copied.items() if c > 1][:10]
+    assert pending(r, source, names["group"] + "-copy") == 0
+    # the last batch's marker sets (one per write task) and the registry, nothing older
+    keys = _sink_keys(r, target)
+    markers = [k for k in keys if ":eventbus:sink:" in k]
+    assert len({_batch_of(k) for k in markers}) <= 1, markers
+    assert len(keys) - len(markers) <= 1, keys
 
 
 def test_failed_task_is_retried_with_the_same_rows(spark, redis_server, names, tmp_path):
@@ -74,6 +103,7 @@ def test_failed_task_is_retried_with_the_same_rows(spark, redis_server, names, t
     assert pending(r, names["stream"], names["group"]) == 0
 
 
+@pytest.mark.server
 def test_redis_restart_mid_stream_loses_nothing(spark, own_redis, names, tmp_path):
     own_redis.start()
     r = own_redis.client()
@@ -104,6 +134,7 @@ def _reader(url: str, names: dict[str, str], **extra: str) -> EventBusStreamRead
 
 
 @pytest.mark.parametrize("fail", [True, False])
+@pytest.mark.server
 def test_entries_trimmed_after_claim_before_read(redis_server, names, fail):
     """Driver and executor halves of the reader called directly, with Redis trimming between."""
     r = redis_server.client()
@@ -131,6 +162,7 @@ def _rows(reader: EventBusStreamReader, start: dict, end: dict) -> list[str]:
             for i in b.column("id").to_pylist()]
 
 
+@pytest.mark.server
 def test_claims_spark_never_logged_are_recovered_by_the_next_driver(redis_server, names):
     """A driver dies after claiming (and pre-claiming) but before Spark logs the batch: a new
     driver starting from the same logged offset gets exactly those entries, at once."""
@@ -164,6 +196,7 @@ def test_claims_spark_never_logged_are_recovered_by_the_next_driver(redis_server
     assert pending(r, names["stream"], names["group"]) == 0
 
 
+@pytest.mark.server
 def test_latest_offset_returns_start_itself_when_nothing_is_new(redis_server, names):
     r = redis_server.client()
     produce(r, names["stream"], 10)
@@ -201,6 +234,7 @@ def test_a_query_starting_with_nothing_to_read_runs_one_empty_warm_up_batch(redi
     once.stop()
 
 
+@pytest.mark.server
 def test_committed_batch_whose_ack_was_lost_is_acked_by_the_next_driver(redis_server, names):
     """The driver dies after Spark committed batches 1 and 2 but before batch 1 was acked:
     the next driver acks batch 1 from its plan instead of letting it come back as duplicates."""
@@ -229,6 +263,7 @@ def test_committed_batch_whose_ack_was_lost_is_acked_by_the_next_driver(redis_se
     assert r.hget(key, "1") is None
 
 
+@pytest.mark.server
 def test_committed_chunks_are_acked_by_their_claimed_ids_with_fallbacks(own_redis, names,
                                                                         monkeypatch):
     """Chunks whose IDs the claim returned are acked with plain XACKs (no XPENDING); chunks
@@ -267,6 +302,7 @@ def test_committed_chunks_are_acked_by_their_claimed_ids_with_fallbacks(own_redi
 
 
 @pytest.mark.parametrize("shape", ["plain", "tagged"])
+@pytest.mark.server
 def test_a_claim_cut_short_before_its_record_is_recovered(redis_server, names, shape):
     """A claim is three steps (intent, the driver's own XREADGROUP, record). A driver killed
     after the XREADGROUP leaves its entries in the consumer's PEL only: the next driver's
@@ -300,6 +336,7 @@ def test_a_claim_cut_short_before_its_record_is_recovered(redis_server, names, s
     second.stop()
 
 
+@pytest.mark.server
 def test_a_claim_whose_reply_was_lost_and_retried_records_both_reads(redis_server, names):
     """redis-py retries an XREADGROUP whose reply a dropped connection lost: the first read's
     entries are pending too, and the record step puts them into the plan with the second

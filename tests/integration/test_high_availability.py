@@ -25,12 +25,25 @@ from tests.harness.redis_sentinel import MASTER, SentinelTopology
 from tests.harness.redis_server import free_port
 from tests.integration.helpers import pending, stream_df, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.server]
 
 
 @pytest.fixture
 def topology(tmp_path):  # type: ignore[no-untyped-def]
+    """A topology of this test alone: its primary is killed or failed over."""
     t = SentinelTopology(tmp_path / "ha").start()
+    try:
+        yield t
+    finally:
+        t.stop()
+
+
+@pytest.fixture(scope="module")
+def steady_topology(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """One topology for the tests that leave its primary in place (marked
+    ``xdist_group("sentinel")``, so they share it on one worker); they use their own keys
+    and users."""
+    t = SentinelTopology(tmp_path_factory.mktemp("ha")).start()
     try:
         yield t
     finally:
@@ -64,9 +77,10 @@ def _blocked_in_wait(r: redis.Redis) -> bool:
     return any(c.get("cmd") in ("wait", "waitaof") for c in r.client_list())
 
 
-def test_bad_sentinel_and_wait_settings_fail_clearly_naming_the_option(topology, names,
+@pytest.mark.xdist_group("sentinel")
+def test_bad_sentinel_and_wait_settings_fail_clearly_naming_the_option(steady_topology, names,
                                                                       capsys):
-    t = topology
+    t = steady_topology
     # The CLI finds the primary through the sentinels (and says so when it cannot).
     t.primary.client().xadd(names["stream"], {"n": "1"})
     assert cli_main(["--sentinels", t.sentinel_addresses, "--sentinel-master", MASTER,
@@ -112,12 +126,13 @@ def test_bad_sentinel_and_wait_settings_fail_clearly_naming_the_option(topology,
         assert "option 'waitAof' = true needs WAITAOF" in str(aof_err.value)
 
 
+@pytest.mark.xdist_group("sentinel")
 def test_a_sink_write_with_wait_replicas_is_not_done_until_a_replica_has_it(
-        spark, topology, names):
+        spark, steady_topology, names):
     """Replicas stalled: the write waits (the rows are on the primary, the task is blocked in
     WAIT); they resume: it completes. With a short waitTimeoutMs the write fails, naming how
     many replicas acknowledged, instead of reporting success."""
-    t = topology
+    t = steady_topology
     stream = names["stream"]
     primary = t.primary.client()
     _write(spark, stream, 100, 0, **_options(t, waitReplicas=1))
@@ -153,6 +168,7 @@ def test_a_sink_write_with_wait_replicas_is_not_done_until_a_replica_has_it(
         _resume(*t.replicas)
     thread.join(300)
     assert done == [None]
+    t.wait_replicated(len(t.replicas))  # whole again for the next test on this topology
     # Every row once: the failed write's retry-safe chunks, then the waited one.
     values = sorted(int(f[b"n"]) for _, f in primary.xrange(stream))
     assert values == list(range(300))
@@ -294,13 +310,14 @@ def test_a_query_follows_a_sentinel_failover_and_delivers_everything(
     assert pending(t.current_primary_client(), stream, group) == 0
 
 
-def test_sentinels_with_acl_users_need_only_the_documented_rule(topology, names):
+@pytest.mark.xdist_group("sentinel")
+def test_sentinels_with_acl_users_need_only_the_documented_rule(steady_topology, names):
     """docs/high-availability.md: a sentinel user with `+sentinel|masters +client|setname` is
     enough: the connector authenticates to every sentinel as that user, finds the primary and
     writes through it, and no sentinel logs an ACL denial."""
     from spark_eventbus.redisio.client import new_client
 
-    t = topology
+    t = steady_topology
     user, secret = "eventbus-sentinel", "s3nt-" + names["tag"]
     admins = [redis.Redis(host="127.0.0.1", port=s.port) for s in t.sentinels]
     rule = ["on", f">{secret}", "-@all", "+sentinel|masters", "+client|setname"]
@@ -329,12 +346,13 @@ def test_sentinels_with_acl_users_need_only_the_documented_rule(topology, names)
     assert secret not in str(err.value)
 
 
-def test_through_sentinel_the_primary_takes_rotating_credentials(spark, topology, names,
+@pytest.mark.xdist_group("sentinel")
+def test_through_sentinel_the_primary_takes_rotating_credentials(spark, steady_topology, names,
                                                                  tmp_path):
     """Credentials that rotate through Sentinel (issue 39): the data nodes' user's password
-    (set on the primary and both replicas: ACLs do not replicate) is rotated every 3 s for
-    33 s under a reading, sinking, acking query given the sentinels; the sentinels keep their
-    own credentials."""
+    (set on the primary and both replicas: ACLs do not replicate) is rotated ten times under a
+    reading, sinking, acking query given the sentinels; the sentinels keep their own
+    credentials."""
     from tests.integration import rotating_credentials
     from tests.integration.test_credentials import (
         PROVIDER,
@@ -342,10 +360,10 @@ def test_through_sentinel_the_primary_takes_rotating_credentials(spark, topology
         _copy_through_rotations,
         _write_atomically,
     )
-    t = topology
+    t = steady_topology
     user = f"rot{names['tag']}"
     rotator = Rotator([n.client() for n in t.nodes], user, lambda p: _write_atomically(
-        rotating_credentials.STATE, f"{user}\n{p}\n"), every=3.0, grace=1.5)
+        rotating_credentials.STATE, f"{user}\n{p}\n"))
     _copy_through_rotations(spark, "redis:///0", t.current_primary_client(), rotator, names,
-                            tmp_path, 33, credentialProvider=PROVIDER,
+                            tmp_path, credentialProvider=PROVIDER,
                             sentinels=t.sentinel_addresses, sentinelMaster=MASTER)

@@ -20,7 +20,7 @@ from tests.integration.helpers import (
     wait_for,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.server]
 MAX = 2**64 - 1
 
 

@@ -34,7 +34,7 @@ from tests.integration.helpers import (
     wait_for,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.server]
 
 
 def _tag() -> str:

@@ -4,12 +4,7 @@ count; every entry exactly once; exact replay of packed batches across driver ki
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from collections import Counter
-from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 import redis
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
@@ -18,7 +13,6 @@ from spark_eventbus.keys import key_slot
 from spark_eventbus.offsets import BatchOffset
 from tests.integration.helpers import (
     driver_reader,
-    kill_and_restart,
     pending,
     produce,
     run_available_now,
@@ -27,7 +21,6 @@ from tests.integration.helpers import (
 )
 
 pytestmark = pytest.mark.integration
-JOB = Path(__file__).parent / "jobs" / "consume.py"
 
 
 def _many(r: redis.Redis, prefix: str, streams: int, each: int) -> tuple[list[str], set[str]]:
@@ -38,6 +31,7 @@ def _many(r: redis.Redis, prefix: str, streams: int, each: int) -> tuple[list[st
     return names, ids
 
 
+@pytest.mark.server
 def test_many_small_streams_make_num_partitions_tasks_and_every_entry_once(
         redis_server, names):
     r = redis_server.client()
@@ -82,33 +76,6 @@ def test_many_streams_in_a_spark_query_deliver_every_entry_once(spark, redis_ser
     assert sum(o.count for o in ends) >= len(produced)
 
 
-def test_packed_batches_replay_exactly_across_driver_kills(redis_server, names, tmp_path):
-    r = redis_server.client()
-    streams, produced = _many(r, names["stream"], 40, 150)
-    chk, out = tmp_path / "chk", tmp_path / "out"
-    max_entries = 500
-    base = [sys.executable, str(JOB), "--url", redis_server.url, "--stream", ",".join(streams),
-            "--group", names["group"], "--checkpoint", str(chk), "--out", str(out),
-            "--max-entries", str(max_entries)]
-    kills = 2
-    kill_and_restart(base, chk, tmp_path, kills, seed=11)
-    final = subprocess.run([*base, "--available-now"], capture_output=True, timeout=600)
-    assert final.returncode == 0, final.stderr.decode()[-3000:]
-    table = pq.read_table(out)
-    got = [f"{s}/{i}" for s, i in zip(table.column("stream").to_pylist(),
-                                      table.column("id").to_pylist(), strict=True)]
-    assert set(got) == produced, "an entry is missing"
-    # A replayed batch is the same batch: each (batch id, entry) is written once per attempt,
-    # and an entry appears in one batch id only (exact replay of the packed partitions).
-    batch_of: dict[str, set[int]] = {}
-    for key, b in zip(got, table.column("batch").to_pylist(), strict=True):
-        batch_of.setdefault(key, set()).add(b)
-    assert all(len(b) == 1 for b in batch_of.values()), "an entry moved to another batch"
-    duplicates = sum(n - 1 for n in Counter(got).values())
-    assert duplicates <= kills * max_entries, duplicates
-    assert all(pending(r, s, names["group"]) == 0 for s in streams)
-
-
 def test_a_query_on_this_version_carries_on_from_an_offset_of_format_v1(redis_server, names):
     """A checkpoint written by the previous version (offset format v1) replays its last batch
     and goes on with the next one."""
@@ -135,6 +102,7 @@ def _calls(r: redis.Redis, command: str) -> int:
     return int(r.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
 
 
+@pytest.mark.server
 def test_quiet_streams_are_not_claimed_from_and_progress_is_one_round_of_pipelines(
         redis_server, names):
     r = redis_server.client()
@@ -164,6 +132,7 @@ def _all_calls(r: redis.Redis) -> int:
                if k != "cmdstat_info")
 
 
+@pytest.mark.server
 def test_quiet_triggers_cost_the_same_commands_whatever_the_quiet_streams(redis_server, names):
     """Redis commands per quiet trigger do not grow with quiet streams: one XREAD over every
     stream finds those with news; only they are probed. A stream that gets entries is found at
@@ -197,6 +166,7 @@ def test_quiet_triggers_cost_the_same_commands_whatever_the_quiet_streams(redis_
     assert spent[400] <= spent[40] + 1 and spent[40] <= 10, spent
 
 
+@pytest.mark.server
 def test_a_quiet_streams_loss_without_news_is_seen_within_claim_min_idle(redis_server, names):
     """What XREAD cannot see (entries added and trimmed away before the group read them: no
     new entry left) is seen by the full probe every claimMinIdleMs."""
@@ -219,6 +189,7 @@ def test_a_quiet_streams_loss_without_news_is_seen_within_claim_min_idle(redis_s
     reader.stop()
 
 
+@pytest.mark.server
 def test_a_query_whose_heartbeat_lapsed_finds_a_takeover_at_its_next_beat(
         redis_server, names, monkeypatch):
     """A stalled query over many streams whose heartbeat expired, and whose lease another
@@ -246,6 +217,7 @@ def test_a_query_whose_heartbeat_lapsed_finds_a_takeover_at_its_next_beat(
 
 @pytest.mark.parametrize(("held", "wanted"), [(3, 2), (40, 2), (3, 40)],
                          ids=["short-leases", "heartbeat-holder", "heartbeat-successor"])
+@pytest.mark.server
 def test_the_lease_refuses_a_second_query_on_any_overlapping_stream(redis_server, names, held,
                                                                      wanted):
     """A live query's leases refuse a second query on any overlapping stream, and a killed
@@ -283,6 +255,7 @@ def test_the_lease_refuses_a_second_query_on_any_overlapping_stream(redis_server
     assert r.exists(shared) == 0 and live_leases(r, streams[held - 1], group) == []
 
 
+@pytest.mark.server
 def test_a_pattern_subscription_picks_up_new_streams_and_drops_deleted_ones(redis_server,
                                                                            names):
     from spark_eventbus.keys import lease_key, plan_key
@@ -337,6 +310,7 @@ def test_a_batch_read_refuses_a_stream_pattern_naming_the_option(spark, redis_se
 
 
 @pytest.mark.parametrize("fail", [True, False], ids=["failOnDataLoss", "skip"])
+@pytest.mark.server
 def test_a_stream_deleted_with_unread_entries_follows_fail_on_data_loss(redis_server, names,
                                                                       fail):
     from spark_eventbus.errors import DataLossError
@@ -382,6 +356,7 @@ def test_more_streams_with_news_than_the_budget_take_turns(redis_server, names):
     assert len(seen) == 10, sorted(seen)
 
 
+@pytest.mark.server
 def test_heartbeat_leases_over_names_with_braces_colons_and_a_shared_tag(redis_server, names):
     """Over many streams the leases live long and the driver's one heartbeat says it is alive:
     with stream names holding braces, colons and a hash tag they share, each stream still gets
@@ -417,6 +392,7 @@ def test_heartbeat_leases_over_names_with_braces_colons_and_a_shared_tag(redis_s
     assert r.exists(*keys) == 0
 
 
+@pytest.mark.server
 def test_quiet_streams_on_a_cluster_are_found_by_xread_not_probed(redis_cluster, names):
     """On a cluster too a quiet stream is not probed each trigger: one XREAD per slot the
     streams use (keys of one command share a slot), one round trip per master; a stream that

@@ -18,7 +18,7 @@ from spark_eventbus.redisio.scripts import run_scripts
 from spark_eventbus.redisio.streams import text
 from spark_eventbus.redisio.wire import pipeline
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.server]
 LEAN_PIPELINE_MIN = 64  # commands per pipeline here (the driver sends thousands)
 
 

@@ -24,7 +24,7 @@ from tests.harness.redis_sentinel import ReplicaServer
 from tests.harness.redis_server import RedisServer, free_port
 from tests.integration.helpers import pending, produce, stream_df, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.server]
 
 
 def test_lag_is_not_the_streams_length_when_the_servers_entries_read_cannot_be_right(

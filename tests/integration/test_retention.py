@@ -4,20 +4,16 @@ Cluster) and the reader's ``trimAcked``."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
-from tests.integration.helpers import driver_reader, produce
+from tests.integration.helpers import driver_reader, produce, run_cli
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.server]
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "spark_eventbus", *args], capture_output=True,
-                          text=True, timeout=60)
+_cli = run_cli
 
 
 def _read(r, stream, group, n, ack_except=()):  # type: ignore[no-untyped-def]

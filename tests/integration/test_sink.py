@@ -7,10 +7,7 @@ import datetime as dt
 import json
 import os
 import random
-import subprocess
-import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -24,10 +21,9 @@ from pyspark.sql import functions as F
 
 from spark_eventbus import ConfigError, NotAStreamError, UnwritableRowError
 from spark_eventbus.keys import sink_registry_key
-from tests.integration.helpers import checkpoint, kill_and_restart, produce, stream_df
+from tests.integration.helpers import checkpoint, stream_df
 
 pytestmark = pytest.mark.integration
-JOB = Path(__file__).parent / "jobs" / "copy_stream.py"
 
 
 def _sink(df: DataFrame, url: str, chk: str, **options: Any):  # type: ignore[no-untyped-def]
@@ -66,6 +62,7 @@ def _sink_keys(r: redis.Redis, stream: str) -> list[str]:
 # -- 1. field mapping, 100,000 rows through a streaming query ----------------------------------
 
 
+@pytest.mark.server
 def test_streaming_query_writes_every_row_with_the_field_mapping(spark, redis_server, names,
                                                                   tmp_path):
     n = 100_000
@@ -118,6 +115,7 @@ def test_fields_map_column_wins_over_other_columns(spark, redis_server, names):
 # -- 2. routing ----------------------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_stream_column_routes_rows(spark, redis_server, names):
     targets = [f"{names['stream']}:{c}" for c in "abc"]
     df = spark.range(0, 3000, 1, 1).select(
@@ -162,33 +160,13 @@ def test_target_stream_errors_come_before_any_task(spark, redis_server, names):
     assert issubclass(NotAStreamError, Exception) and issubclass(ConfigError, ValueError)
 
 
-# -- 3. exactly once across driver crashes -------------------------------------------------------
-
-
-def test_driver_sigkill_and_restart_writes_every_row_exactly_once(redis_server, names, tmp_path):
-    r = redis_server.client()
-    produced = produce(r, names["stream"], 12_000)
-    target = names["stream"] + ":copy"
-    chk = tmp_path / "chk"
-    base = [sys.executable, str(JOB), "--url", redis_server.url, "--source", names["stream"],
-            "--group", names["group"], "--target", target, "--checkpoint", str(chk),
-            "--max-entries", "1000"]
-    kill_and_restart(base, chk, tmp_path, 2, seed=11)  # `make soak` runs 27 faults
-    final = subprocess.run([*base, "--available-now"], capture_output=True, timeout=600)
-    assert final.returncode == 0, final.stderr.decode()[-3000:]
-    copied = Counter(e[b"src"].decode() for e in _entries(r, target))
-    assert set(copied) == set(produced), "a row is missing"
-    assert max(copied.values()) == 1, [k for k, c in copied.items() if c > 1][:10]
-    # The last batch's marker sets (one per write task) and the registry.
-    keys = _sink_keys(r, target)
-    markers = [k for k in keys if ":eventbus:sink:" in k]
-    assert len({_batch_of(k) for k in markers}) <= 1, markers
-    assert len(keys) - len(markers) <= 1, keys
+# -- 3. exactly once across driver crashes: test_faults.py (one driver process, two queries) ----
 
 
 # -- 4. task retry -----------------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_failed_write_task_is_retried_without_duplicates(spark, own_redis, names):
     own_redis.start()
     url, r = own_redis.url, own_redis.client()
@@ -247,6 +225,7 @@ def _file_batches(spark: SparkSession, tmp_path: Path, files: int, rows: int) ->
             .parquet(str(src)))
 
 
+@pytest.mark.server
 def test_maxlen_trims_and_markers_do_not_grow(spark, redis_server, names, tmp_path):
     r = redis_server.client()
     df = _file_batches(spark, tmp_path, files=6, rows=2000)
@@ -268,6 +247,7 @@ def test_maxlen_trims_and_markers_do_not_grow(spark, redis_server, names, tmp_pa
     assert int(_entries(r, exact)[-1][b"n"]) == 999  # the newest are kept
 
 
+@pytest.mark.server
 def test_min_id_trims_older_entries(spark, redis_server, names, tmp_path):
     r = redis_server.client()
     old_ms = int(time.time() * 1000) - 2 * 3600 * 1000
@@ -288,6 +268,7 @@ def test_min_id_trims_older_entries(spark, redis_server, names, tmp_path):
 # -- 6. rows that cannot be written ------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_unwritable_rows_go_to_the_dead_letter_stream(spark, redis_server, names):
     r = redis_server.client()
     df = spark.createDataFrame(
@@ -334,6 +315,7 @@ def test_unwritable_row_without_dead_letter_stream_fails_the_batch(spark, redis_
 # -- 7. round trip -----------------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_round_trip_preserves_every_field_byte_for_byte(spark, redis_server, names, tmp_path):
     r = redis_server.client()
     rng = random.Random(3)

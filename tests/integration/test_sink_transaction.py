@@ -19,7 +19,7 @@ from spark_eventbus.keys import key_slot, sink_marker_key
 from spark_eventbus.redisio import ConnectionSpec, Trim, add_chunk, new_client, run_script
 from spark_eventbus.redisio.produce import _once
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.server]
 
 
 def _chunk(stream: str, first: int, rows: int, index: int = 0) -> WriteChunk:

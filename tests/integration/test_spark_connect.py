@@ -19,7 +19,7 @@ from tests.harness.spark_connect import ConnectServer
 from tests.integration.helpers import pending, produce
 from tests.integration.test_pipe_job import _copy_pipe_config
 
-pytestmark = [pytest.mark.integration, pytest.mark.deploy]
+pytestmark = [pytest.mark.integration, pytest.mark.deploy, pytest.mark.xdist_group("connect")]
 JOBS = Path(__file__).parent / "jobs"
 
 

@@ -24,6 +24,7 @@ from tests.integration.helpers import (
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.server
 def test_available_now_reads_every_id_once_and_leaves_nothing_pending(
         spark, redis_server, names, tmp_path):
     r = redis_server.client()
@@ -76,6 +77,7 @@ def test_processing_time_query_with_live_producer_misses_nothing(
     assert pending(r, names["stream"], names["group"]) == 0
 
 
+@pytest.mark.server
 def test_dead_consumer_entries_are_reclaimed_and_acked(spark, redis_server, names, tmp_path):
     r = redis_server.client()
     produce(r, names["stream"], 3_000)
@@ -94,6 +96,7 @@ def test_dead_consumer_entries_are_reclaimed_and_acked(spark, redis_server, name
     assert pending(r, names["stream"], names["group"]) == 0
 
 
+@pytest.mark.server
 def test_entries_delivered_too_often_go_to_the_dead_letter_stream(
         spark, redis_server, names, tmp_path):
     r = redis_server.client()
@@ -128,6 +131,7 @@ def _trimmed_before_read(r, names: dict[str, str]) -> list[str]:
     return ids
 
 
+@pytest.mark.server
 def test_trimmed_before_read_fails_by_default_naming_stream_ids_and_option(
         spark, redis_server, names, tmp_path):
     r = redis_server.client()
@@ -144,6 +148,7 @@ def test_trimmed_before_read_fails_by_default_naming_stream_ids_and_option(
     assert "failOnDataLoss" in text
 
 
+@pytest.mark.server
 def test_trimmed_before_read_skipped_with_failondataloss_false(
         spark, redis_server, names, tmp_path):
     r = redis_server.client()
@@ -202,6 +207,7 @@ def test_value_schema_parses_json_and_reports_malformed_rows(spark, redis_server
     assert by_id[no_field]["value"] is None and "missing" in by_id[no_field]["error"]
 
 
+@pytest.mark.server
 def test_two_queries_with_different_consumers_split_the_stream(
         spark, redis_server, names, tmp_path):
     r = redis_server.client()
@@ -231,6 +237,7 @@ def test_two_queries_with_different_consumers_split_the_stream(
 
 
 @pytest.mark.parametrize("mode", ["manual", "none"])
+@pytest.mark.server
 def test_manual_and_none_ack_modes_never_ack_and_keep_no_stale_plans(
         spark, redis_server, names, tmp_path, mode):
     from spark_eventbus.keys import plan_key
@@ -264,6 +271,7 @@ def test_several_streams_in_one_query_share_the_batch_budget(spark, redis_server
 
 
 @pytest.mark.parametrize("form", ["epoch ms", "ISO-8601"])
+@pytest.mark.server
 def test_starting_position_timestamp_starts_at_the_first_entry_at_or_after_it(
         spark, redis_server, names, tmp_path, form):
     import datetime as dt

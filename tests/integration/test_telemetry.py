@@ -47,6 +47,7 @@ def _by_stream(points: list[Any]) -> dict[str | None, Any]:
     return {p.attributes.get(STREAM): p for p in points}
 
 
+@pytest.mark.server
 def test_the_instruments_match_what_redis_counts(otel, redis_server, names):
     r = redis_server.client()
     streams = [f"{names['stream']}-{k}" for k in range(3)]

@@ -18,7 +18,7 @@ from spark_eventbus import AckingBatchWriter, ConfigError
 from spark_eventbus.keys import key_slot
 from tests.integration.helpers import checkpoint, pending, produce, stream_df
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.server, pytest.mark.xdist_group("tls")]
 
 
 def _names() -> tuple[str, str]:

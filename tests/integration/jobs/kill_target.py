@@ -1,0 +1,55 @@
+"""Two streaming queries in one driver process, for the test that kills it with SIGKILL (one
+JVM start per run proves both):
+
+- ``consume``: many streams in packed partitions, each batch's (stream, ID, batch ID) appended
+  to parquet with foreachBatch, so a replayed batch shows up as duplicates under its own batch
+  ID: the reader's at-least-once bound and its exact replay are visible, not hidden by an
+  exactly-once sink;
+- ``copy``: one stream read through another consumer group and written with the eventbus sink
+  to another stream, each entry tagged with its source ID (``src``): the sink's exactly-once.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from _session import events, session
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    for name in ("url", "streams", "group", "out", "source", "target", "checkpoint"):
+        ap.add_argument(f"--{name}", required=True)
+    ap.add_argument("--max-entries", default="500")
+    ap.add_argument("--available-now", action="store_true")
+    args = ap.parse_args()
+    spark = session()
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        batch.select("stream", "id").withColumn("batch", F.lit(batch_id)).write.mode("append") \
+            .parquet(args.out)
+
+    consume = events(spark, args.url, args.streams, args.group, args.max_entries) \
+        .writeStream.foreachBatch(write) \
+        .option("checkpointLocation", f"{args.checkpoint}/consume")
+    copied = events(spark, args.url, args.source, args.group + "-copy", args.max_entries)
+    copy = copied.select(F.map_concat("fields", F.create_map(F.lit("src"), "id"))
+                         .alias("fields")) \
+        .writeStream.format("eventbus").option("url", args.url) \
+        .option("stream", args.target).option("chunkSize", "100") \
+        .option("checkpointLocation", f"{args.checkpoint}/copy")
+    queries = []
+    for writer in (consume, copy):
+        writer = (writer.trigger(availableNow=True) if args.available_now
+                  else writer.trigger(processingTime="200 milliseconds"))
+        queries.append(writer.start())
+    for q in queries:
+        q.awaitTermination()
+        if q.exception() is not None:
+            raise SystemExit(f"query failed: {q.exception()}")
+
+
+if __name__ == "__main__":
+    main()
