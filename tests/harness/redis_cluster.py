@@ -4,7 +4,6 @@ restarted, and slots moved between masters while queries run."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -16,7 +15,7 @@ import redis
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
-from tests.harness.redis_server import RedisServer, redis_binary
+from tests.harness.redis_server import RedisServer, redis_binary, worker_index
 from tests.harness.redis_tls import TlsFiles
 
 
@@ -31,17 +30,11 @@ def _port_pair_free(port: int) -> bool:
     return True
 
 
-def _worker_index() -> int:
-    """0, or the number of this pytest-xdist worker (``gw3`` -> 3)."""
-    name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    return int(name[2:]) if name[2:].isdigit() else 0
-
-
 def free_cluster_ports(n: int, tls: bool = False) -> list[int]:
     """``n`` ports whose bus ports (``+ 10000``) are free too. Below the ephemeral range (32768
     up), so no port the OS hands out can take them; each pytest-xdist worker picks in its own
     band of 1,000 (TLS ports in its upper half), so two workers never choose the same."""
-    start = 12000 + 1000 * _worker_index() + (500 if tls else 0)
+    start = 12000 + 1000 * worker_index() + (500 if tls else 0)
     ports: list[int] = []
     port = start
     while len(ports) < n:

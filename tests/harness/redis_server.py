@@ -10,16 +10,46 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import redis
 
 
+def worker_index() -> int:
+    """0, or the number of this pytest-xdist worker (``gw3`` -> 3)."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(name[2:]) if name[2:].isdigit() else 0
+
+
+# free_port's band: 270 ports per pytest-xdist worker from 30600 (8 workers fit below 32768),
+# under the ephemeral range (32768 up) that bind(0) and outgoing connections draw from, and
+# above the cluster harness's ports and bus ports (redis_cluster.free_cluster_ports).
+_BAND = 270
+_next = [0]
+_lock = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port nobody is bound to, not handed out recently by this process. Ports come
+    round-robin from this worker's own band, so two workers never pick the same port, and a
+    port picked for a server that has not bound it yet (a JVM starting) is not picked again
+    before the band has gone round — which bind(0) does not promise."""
+    start = 30600 + _BAND * worker_index()
+    if start + _BAND > 32768:
+        raise RuntimeError("free_port has bands for 8 pytest-xdist workers: run with -n 8 or less")
+    with _lock:
+        for _ in range(_BAND):
+            port = start + _next[0] % _BAND
+            _next[0] += 1
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            return port
+    raise RuntimeError(f"no free loopback port in {start}-{start + _BAND - 1}")
 
 
 def redis_binary() -> str | None:
