@@ -12,6 +12,7 @@ master): :func:`cluster_in_flux` says which errors those are.
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -42,12 +43,28 @@ RETRY_ON: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutErr
                                          redis.exceptions.ReadOnlyError)
 
 
+# A TLS handshake refused over certificates: the server's is not trusted here, or the server
+# asked for a client certificate it did not get or does not trust. Configuration, which waiting
+# does not change: not retried, like refused credentials (fails at once, naming the options).
+_TLS_REFUSALS = frozenset({
+    "CERTIFICATE_VERIFY_FAILED", "TLSV13_ALERT_CERTIFICATE_REQUIRED",
+    "SSLV3_ALERT_BAD_CERTIFICATE", "TLSV1_ALERT_UNKNOWN_CA", "SSLV3_ALERT_CERTIFICATE_UNKNOWN",
+    "TLSV1_ALERT_ACCESS_DENIED", "SSLV3_ALERT_HANDSHAKE_FAILURE"})
+
+
+def tls_refused(error: BaseException) -> bool:
+    """Whether ``error`` is a TLS handshake refused over certificates (:data:`_TLS_REFUSALS`)."""
+    cause = error.__cause__ or error.__context__
+    return isinstance(error, redis.ConnectionError) and isinstance(cause, ssl.SSLError) \
+        and getattr(cause, "reason", None) in _TLS_REFUSALS
+
+
 def cluster_in_flux(error: BaseException) -> bool:
     """Whether ``error``, from a cluster client, means the cluster is changing hands (a failover,
     a reshard) rather than that the command is wrong: connection errors (refused credentials
     excepted), ``READONLY``, ``CLUSTERDOWN``, ``TRYAGAIN``, redirections left over when redis-py's
     request TTL ran out, and a slot no node serves yet."""
-    if isinstance(error, redis.AuthenticationError):
+    if isinstance(error, redis.AuthenticationError) or tls_refused(error):
         return False
     if isinstance(error, (*RETRY_ON, ClusterDownError, TryAgainError, AskError,
                           SlotNotCoveredError)):
@@ -62,7 +79,7 @@ def cluster_in_flux(error: BaseException) -> bool:
 
 class WindowRetry(Retry):
     """redis-py's ``Retry`` bounded by time, not by count: errors of ``retry_on`` (but refused
-    credentials, which fail at once), and that ``is_retryable`` accepts, are retried with capped
+    credentials and TLS handshakes refused over certificates, which fail at once), and that ``is_retryable`` accepts, are retried with capped
     exponential backoff and jitter until ``window_s`` has passed since the first failure of the
     call (``failoverTimeoutMs``: a promotion, a restart), then the last error is raised (and
     translated to a retriable ``EventBusConnectionError``).
@@ -129,7 +146,7 @@ class WindowRetry(Retry):
             # refused credentials (a ConnectionError to redis-py): not retried, unless they
             # rotate (a file, a provider): the next connection asks for them again
             return self.retry_auth
-        if not isinstance(error, self.retry_on):
+        if not isinstance(error, self.retry_on) or tls_refused(error):
             return False
         return self.is_retryable is None or self.is_retryable(error)
 
