@@ -79,10 +79,11 @@ def cluster_in_flux(error: BaseException) -> bool:
 
 class WindowRetry(Retry):
     """redis-py's ``Retry`` bounded by time, not by count: errors of ``retry_on`` (but refused
-    credentials and TLS handshakes refused over certificates, which fail at once), and that ``is_retryable`` accepts, are retried with capped
-    exponential backoff and jitter until ``window_s`` has passed since the first failure of the
-    call (``failoverTimeoutMs``: a promotion, a restart), then the last error is raised (and
-    translated to a retriable ``EventBusConnectionError``).
+    credentials and TLS handshakes refused over certificates, which fail at once), and that
+    ``is_retryable`` accepts, are retried with capped exponential backoff and jitter until
+    ``window_s`` has passed since the first failure of the call (``failoverTimeoutMs``: a
+    promotion, a restart), then the last error is raised (and translated to a retriable
+    ``EventBusConnectionError``).
 
     Until the server has answered once, the window is at most :data:`FIRST_CONTACT_S`: a wrong
     address or a server that is down at start fails in seconds, while one that answered before
