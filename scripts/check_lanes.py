@@ -33,14 +33,10 @@ def lane_coverage(lane: Path) -> dict[str, tuple[int, int]]:
     cov = coverage.Coverage(data_file=str(lane / "data"), config_file=str(ROOT / ".coveragerc"))
     cov.combine(data_files, keep=True)
     cov.load()
-    measured = {Path(f).resolve() for f in cov.get_data().measured_files()}
     out: dict[str, tuple[int, int]] = {}
-    for module in sorted(REDISIO.glob("*.py")):
-        if module.resolve() in measured:
-            _, statements, _, missing, _ = cov.analysis2(str(module))
-            out[module.name] = (len(statements), len(statements) - len(missing))
-        else:
-            out[module.name] = (0, 0)
+    for module in sorted(REDISIO.glob("*.py")):  # a module never imported: all lines missing
+        _, statements, _, missing, _ = cov.analysis2(str(module))
+        out[module.name] = (len(statements), len(statements) - len(missing))
     return out
 
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: real Redis servers and one real ``local[2]`` SparkSession per test run."""
+"""Shared fixtures: real Redis servers and one real ``local[2,2]`` SparkSession per pytest-xdist
+worker (per run without xdist); each worker's servers are on its own ports (tests/harness)."""
 
 from __future__ import annotations
 

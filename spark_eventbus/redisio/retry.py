@@ -44,8 +44,10 @@ RETRY_ON: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutErr
 
 
 # A TLS handshake refused over certificates: the server's is not trusted here, or the server
-# asked for a client certificate it did not get or does not trust. Configuration, which waiting
-# does not change: not retried, like refused credentials (fails at once, naming the options).
+# asked for a client certificate it did not get or does not trust. Before the server has ever
+# answered this client, that is configuration, which waiting does not change: not retried
+# (fails at once, naming the options). Once it has answered, it is retried like a failover: a
+# certificate or CA rotating on one side before the other is over in moments.
 _TLS_REFUSALS = frozenset({
     "CERTIFICATE_VERIFY_FAILED", "TLSV13_ALERT_CERTIFICATE_REQUIRED",
     "SSLV3_ALERT_BAD_CERTIFICATE", "TLSV1_ALERT_UNKNOWN_CA", "SSLV3_ALERT_CERTIFICATE_UNKNOWN",
@@ -64,7 +66,7 @@ def cluster_in_flux(error: BaseException) -> bool:
     a reshard) rather than that the command is wrong: connection errors (refused credentials
     excepted), ``READONLY``, ``CLUSTERDOWN``, ``TRYAGAIN``, redirections left over when redis-py's
     request TTL ran out, and a slot no node serves yet."""
-    if isinstance(error, redis.AuthenticationError) or tls_refused(error):
+    if isinstance(error, redis.AuthenticationError):
         return False
     if isinstance(error, (*RETRY_ON, ClusterDownError, TryAgainError, AskError,
                           SlotNotCoveredError)):
@@ -79,11 +81,11 @@ def cluster_in_flux(error: BaseException) -> bool:
 
 class WindowRetry(Retry):
     """redis-py's ``Retry`` bounded by time, not by count: errors of ``retry_on`` (but refused
-    credentials and TLS handshakes refused over certificates, which fail at once), and that
-    ``is_retryable`` accepts, are retried with capped exponential backoff and jitter until
-    ``window_s`` has passed since the first failure of the call (``failoverTimeoutMs``: a
-    promotion, a restart), then the last error is raised (and translated to a retriable
-    ``EventBusConnectionError``).
+    credentials, and TLS handshakes refused over certificates at first contact, which fail at
+    once), and that ``is_retryable`` accepts, are retried with capped exponential backoff and
+    jitter until ``window_s`` has passed since the first failure of the call
+    (``failoverTimeoutMs``: a promotion, a restart), then the last error is raised (and
+    translated to a retriable ``EventBusConnectionError``).
 
     Until the server has answered once, the window is at most :data:`FIRST_CONTACT_S`: a wrong
     address or a server that is down at start fails in seconds, while one that answered before
@@ -147,7 +149,7 @@ class WindowRetry(Retry):
             # refused credentials (a ConnectionError to redis-py): not retried, unless they
             # rotate (a file, a provider): the next connection asks for them again
             return self.retry_auth
-        if not isinstance(error, self.retry_on) or tls_refused(error):
+        if not isinstance(error, self.retry_on) or (tls_refused(error) and not self.answered):
             return False
         return self.is_retryable is None or self.is_retryable(error)
 

@@ -28,6 +28,9 @@ def worker_index() -> int:
 # above the cluster harness's ports and bus ports (redis_cluster.free_cluster_ports).
 _BAND = 270
 _next = [0]
+# the OS's first ephemeral port (Linux's default 32768): the bands must stay below it
+_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_EPHEMERAL_LOW = int(_RANGE.read_text().split()[0]) if _RANGE.exists() else 32768
 _lock = threading.Lock()
 
 
@@ -37,8 +40,10 @@ def free_port() -> int:
     port picked for a server that has not bound it yet (a JVM starting) is not picked again
     before the band has gone round — which bind(0) does not promise."""
     start = 30600 + _BAND * worker_index()
-    if start + _BAND > 32768:
-        raise RuntimeError("free_port has bands for 8 pytest-xdist workers: run with -n 8 or less")
+    if start + _BAND > _EPHEMERAL_LOW:
+        raise RuntimeError(
+            f"free_port's band {start}-{start + _BAND - 1} reaches the ephemeral ports (from "
+            f"{_EPHEMERAL_LOW}): run fewer pytest-xdist workers")
     with _lock:
         for _ in range(_BAND):
             port = start + _next[0] % _BAND

@@ -129,21 +129,31 @@ def committed_batches(chk: Path) -> int:
     return sum(1 for p in d.iterdir() if p.name.isdigit()) if d.exists() else 0
 
 
-def kill_and_restart(base: list[str], chks: list[Path], logs: Path, times: int, seed: int
-                     ) -> None:
-    """Run the query or queries ``base`` as their own driver process ``times`` times; each run
-    is killed with SIGKILL (driver and JVM) at a random moment after every checkpoint of
-    ``chks`` committed two more batches."""
+def kill_and_restart(bases: list[list[str]], chks: list[Path], logs: Path, times: int,
+                     seed: int, batches: list[int]) -> None:
+    """Run the queries ``bases`` (commands), each as its own driver process, ``times`` times;
+    in each run all of them are killed with SIGKILL (driver and JVM) at a random moment after
+    every checkpoint of ``chks`` (one per command) committed two more batches (or all of its
+    ``batches``: its input is used up)."""
     rng = random.Random(seed)
     for run in range(times):
         before = [committed_batches(c) for c in chks]
-        log_path = logs / f"run{run}.log"
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(base, stdout=log, stderr=log, start_new_session=True)
-            wait_for(lambda p=proc, n=before: p.poll() is not None or all(
-                committed_batches(c) >= b + 2 for c, b in zip(chks, n, strict=True)),
+        logs_of = [logs / f"run{run}-{i}.log" for i in range(len(bases))]
+        procs = []
+        for base, log_path in zip(bases, logs_of, strict=True):
+            with open(log_path, "wb") as log:
+                procs.append(subprocess.Popen(base, stdout=log, stderr=log,
+                                              start_new_session=True))
+        try:
+            wait_for(lambda n=before, ps=procs: any(p.poll() is not None for p in ps) or all(
+                committed_batches(c) >= min(b + 2, total)
+                for c, b, total in zip(chks, n, batches, strict=True)),
                 240, "the queries to commit two batches each")
-            assert proc.poll() is None, log_path.read_text()[-3000:]
+            for p, log_path in zip(procs, logs_of, strict=True):
+                assert p.poll() is None, log_path.read_text()[-3000:]
             time.sleep(rng.uniform(0.0, 0.6))  # land the kill anywhere inside a batch
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
+        finally:
+            for p in procs:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait(30)

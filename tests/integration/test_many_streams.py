@@ -1,5 +1,6 @@
 """Many small streams in one query: tasks follow numPartitions and the data, not the stream
-count; every entry exactly once; exact replay of packed batches across driver kills."""
+count; every entry exactly once (exact replay of packed batches across driver kills:
+test_faults.py)."""
 
 from __future__ import annotations
 

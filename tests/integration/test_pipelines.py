@@ -17,6 +17,7 @@ from spark_eventbus.redisio.boundary import redis_errors
 from spark_eventbus.redisio.scripts import run_scripts
 from spark_eventbus.redisio.streams import text
 from spark_eventbus.redisio.wire import pipeline
+from tests.harness.redis_server import record_scripts
 
 pytestmark = [pytest.mark.integration, pytest.mark.server]
 LEAN_PIPELINE_MIN = 64  # commands per pipeline here (the driver sends thousands)
@@ -56,6 +57,7 @@ def test_the_lean_pipeline_gives_redis_py_s_raw_replies_with_errors_in_place(red
 def test_pipelined_scripts_load_on_noscript_and_raise_a_script_s_error(redis_server, names):
     spec = connection_spec(redis_server.url)
     r = client(spec)
+    record_scripts(redis_server)  # for make check-lanes: what ran here before the flush
     r.script_flush()
     # the lease script: acquire on 100 keys in one go, though the server has no script yet
     keys = [f"{{{names['stream']}}}:lease:{i}" for i in range(100)]

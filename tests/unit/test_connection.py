@@ -291,3 +291,32 @@ def test_a_streaming_provider_with_one_listener_reaches_every_pool() -> None:
     guarded.on_next(lambda token: got.append(("b", token)))
     inner.listener("new-token")
     assert got == [("a", "new-token"), ("b", "new-token")]
+
+
+def _tls_refusal(reason: str) -> redis.ConnectionError:
+    """A ConnectionError as redis-py raises it for a refused handshake: the SSLError as its
+    context."""
+    import ssl
+
+    cause = ssl.SSLError(1, f"[SSL: {reason}] refused")
+    cause.reason = reason  # type: ignore[misc]
+    try:
+        try:
+            raise cause
+        except ssl.SSLError:
+            raise redis.ConnectionError("Error while reading from 127.0.0.1:6380") from None
+    except redis.ConnectionError as exc:
+        exc.__context__ = cause
+        return exc
+
+
+@pytest.mark.parametrize("reason", ["TLSV13_ALERT_CERTIFICATE_REQUIRED",
+                                    "CERTIFICATE_VERIFY_FAILED", "TLSV1_ALERT_UNKNOWN_CA"])
+def test_a_tls_refusal_fails_at_first_contact_and_is_retried_once_the_server_answered(reason):
+    first = WindowRetry(30.0)
+    assert not first.retries(_tls_refusal(reason))  # configuration: the error at once
+    answered = WindowRetry(30.0)
+    answered.answered = True  # a certificate rotated on one side first: ridden out
+    assert answered.retries(_tls_refusal(reason))
+    plain = redis.ConnectionError("Connection reset by peer")  # no TLS cause: a failover
+    assert first.retries(plain) and answered.retries(plain)
