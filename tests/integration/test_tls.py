@@ -112,18 +112,10 @@ def test_cli_over_mutual_tls(mtls_redis, tls_files):
                         capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["length"] == 5
-    log = mtls_redis.workdir / "redis.log"
-
-    def handshakes_refused() -> int:  # the server logs each connection without a certificate
-        return log.read_text(errors="replace").count("peer did not return a certificate")
-    before = handshakes_refused()
     refused = subprocess.run([*base, "status", "--stream", stream], capture_output=True,
                              text=True, timeout=60)
     assert refused.returncode == 1 and "TLS handshake" in refused.stderr
     assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
-    # configuration, not a failover: not retried through failoverTimeoutMs (29 handshakes in
-    # 30 s before), only the handful of the client's first probes (5 here)
-    assert 0 < handshakes_refused() - before < 10
 
 
 def test_secrets_stay_out_of_plans_progress_checkpoints_and_errors(spark, mtls_redis,
