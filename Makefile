@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 # Parallel pytest workers (pytest-xdist). Each worker starts its own Redis servers, clusters and
 # SparkSession on its own ports (tests/conftest.py); tests that share an expensive server (Spark
-# Connect, TLS) are kept on one worker (marker xdist_group, --dist loadgroup).
+# Connect, TLS, a Sentinel topology) are kept on one worker (marker xdist_group, --dist loadgroup).
 WORKERS ?= 3
 XDIST   := -n $(WORKERS) --dist loadgroup
 # COVERAGE=1: the lane runs under coverage (every Python process: pytest's workers, Spark's
