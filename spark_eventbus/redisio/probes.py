@@ -105,6 +105,15 @@ class Probe:
 
 
 
+def unsure_lag(group: dict[bytes, Any], length: Any) -> bool:
+    """``XINFO GROUPS`` says lag 0 of a group on an empty stream (``length``, XLEN's reply):
+    Redis 8.2 says 0 there even when entries were added and trimmed or deleted before the group
+    read them (7.0 and Valkey 9.1 count them), so only ``XINFO STREAM`` (entries added, last
+    generated ID) tells whether the group missed some. A loss on a quiet stream would go
+    unseen otherwise."""
+    return group.get(b"lag") == 0 and length == 0
+
+
 def _opt_text(value: Any) -> str | None:
     return None if value is None else text(value)
 
@@ -118,17 +127,20 @@ def probe(ops: Sequence[ConsumerOps], full: bool = True) -> list[Probe]:
     if not ops:
         return []
     with redis_errors(f"reading group info ({where(ops)})", ops[0].spec):
-        replies = pipeline(ops[0].redis, [("XINFO", "GROUPS", op.stream) for op in ops])
+        replies = pipeline(ops[0].redis, [c for op in ops for c in (
+            ("XINFO", "GROUPS", op.stream), ("XLEN", op.stream))])
         raise_unless_missing(replies)
         mine: list[dict[bytes, Any] | None] = []
-        for op, groups in zip(ops, replies, strict=True):
+        for op, groups in zip(ops, replies[0::2], strict=True):
             name = op.group.encode()
             mine.append(None if isinstance(groups, Exception) else next(
                 (g for g in map(as_map, groups) if g[b"name"] == name), None))
-        # lag 0: the group has read every entry ever added (Redis's own count); None:
-        # unknown (Redis 7.0 after XDEL or a trim), so the stream is looked at
-        ask = [i for i, g in enumerate(mine) if g is not None and g.get(b"lag") != 0
-               and (full or g.get(b"lag") is None)]
+        # lag 0: the group has read every entry ever added (Redis's own count), except on an
+        # empty stream (emptied: :func:`unsure_lag`); None: unknown (Redis 7.0 after XDEL or
+        # a trim), so the stream is looked at
+        ask = [i for i, (g, n) in enumerate(zip(mine, replies[1::2], strict=True))
+               if g is not None and (unsure_lag(g, n) or (g.get(b"lag") != 0
+                                     and (full or g.get(b"lag") is None)))]
         infos: dict[int, Any] = {}
         if ask:
             got = pipeline(ops[0].redis, [("XINFO", "STREAM", ops[i].stream) for i in ask])

@@ -14,7 +14,6 @@ from spark_eventbus.keys import key_slot
 from spark_eventbus.offsets import BatchOffset
 from tests.integration.helpers import (
     driver_reader,
-    lag,
     pending,
     produce,
     run_available_now,
@@ -169,8 +168,7 @@ def test_quiet_triggers_cost_the_same_commands_whatever_the_quiet_streams(redis_
 
 
 @pytest.mark.server
-def test_a_quiet_streams_loss_without_news_is_seen_within_claim_min_idle(redis_server, names,
-                                                                         request):
+def test_a_quiet_streams_loss_without_news_is_seen_within_claim_min_idle(redis_server, names):
     """What XREAD cannot see (entries added and trimmed away before the group read them: no
     new entry left) is seen by the full probe every claimMinIdleMs."""
     r = redis_server.client()
@@ -184,11 +182,6 @@ def test_a_quiet_streams_loss_without_news_is_seen_within_claim_min_idle(redis_s
         assert reader.latestOffset(end, ReadAllAvailable()) is end
     last = produce(r, streams[3], 4, start=100)[-1]
     r.xtrim(streams[3], minid=f"{int(last.split('-')[0]) + 1}-0")  # all 4 gone, unread
-    if lag(r, streams[3], names["group"]) == 0:  # Redis 8.2 (7.0 and Valkey 9.1 say 4)
-        request.node.add_marker(pytest.mark.xfail(strict=True, reason=(
-            "KNOWN GAP on Redis 8.2: XINFO GROUPS reports lag 0 once every unread entry was "
-            "trimmed (7.0 and Valkey 9.1 report 4), and the probe counts no loss from it: "
-            "entries-added - entries-read - what is left would. Strict: passes once fixed.")))
 
     def reported() -> bool:
         assert reader.latestOffset(end, ReadAllAvailable()) is end

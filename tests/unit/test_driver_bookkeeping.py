@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from spark_eventbus.ledger import BatchLedger
-from spark_eventbus.redisio.probes import checked_lag
+from spark_eventbus.redisio.probes import checked_lag, unsure_lag
 
 
 @pytest.mark.parametrize(("lag", "entries_read", "delivered", "newest", "oldest", "length",
@@ -26,6 +26,18 @@ def test_the_lag_rule(lag: int | None, entries_read: int, delivered: str | None,
                       newest: str | None, oldest: str | None, length: int | None,
                       want: int | None) -> None:
     assert checked_lag(lag, entries_read, delivered, newest, oldest, length) == want
+
+
+@pytest.mark.parametrize(("lag", "delivered", "length", "want"), [
+    (0, b"5-0", 0, True),  # empty after deliveries: Redis 8.2 says 0 even if some were missed
+    (0, b"5-0", 3, False),  # entries left: the server's 0 is exact
+    (0, b"0-0", 0, True),  # nothing delivered yet: entries may have come and gone
+    (None, b"5-0", 0, False),  # unknown: looked at anyway
+    (4, b"5-0", 0, False),  # a lag: looked at anyway
+])
+def test_a_zero_lag_on_an_emptied_stream_is_looked_at(lag: int | None, delivered: bytes,
+                                                      length: int, want: bool) -> None:
+    assert unsure_lag({b"lag": lag, b"last-delivered-id": delivered}, length) is want
 
 
 def test_the_ledger_counts_bytes_per_batch_and_keeps_only_recent_batches() -> None:
