@@ -15,11 +15,11 @@ from typing import Any
 from ..errors import EventBusConnectionError
 from ..offsets import ClaimedRange, StreamBatch
 from . import retention
-from .base import CLUSTER_REDIRECTS
 from .boundary import redis_errors
 from .group import ConsumerOps, where
+from .retry import CLUSTER_REDIRECTS, NOT_RUN
 from .scripts import run_scripts
-from .wire import NOT_RUN, node_for, pipeline, raise_first, roundtrip
+from .wire import node_for, pipeline, raise_first, roundtrip
 
 
 def ack(pairs: Sequence[tuple[ConsumerOps, StreamBatch]]) -> int:

@@ -22,16 +22,9 @@ from ..errors import (
     RedisCommandError,
     redact,
 )
-from .base import CLUSTER_REDIRECTS
 from .credentials import CredentialsUnavailable
+from .retry import CLUSTER_UNAVAILABLE
 from .scripts import command_at
-
-# A cluster that cannot serve a slot for now (failover, resharding, a master down: the
-# ClusterError family, "TTL exhausted" when TRYAGAIN or MOVED/ASK did not settle), a
-# redirection the cluster client did not get to follow, a slot no node serves: retriable.
-_CLUSTER_UNAVAILABLE = (*CLUSTER_REDIRECTS, redis.exceptions.ClusterError,
-                        redis.exceptions.SlotNotCoveredError)
-
 
 _NOPERM_COMMAND = re.compile(r"run the '([^']+)' command")
 _IN_SCRIPT = re.compile(r"script: ([0-9a-f]{40}), on @user_script:(\d+)")
@@ -100,7 +93,7 @@ def translate(exc: BaseException, what: str, secrets: Iterable[str | None] = (),
             f"{name('usernameFile')} or {name('credentialProvider')} give: those are retried "
             f"with fresh credentials for {name('failoverTimeoutMs')} first)."
         )
-    if isinstance(exc, _CLUSTER_UNAVAILABLE):
+    if isinstance(exc, CLUSTER_UNAVAILABLE):
         return EventBusConnectionError(
             f"the Redis Cluster could not serve a request while {what} ({detail}): a failover "
             "or resharding is in progress, or a master is down; retry when the cluster is "

@@ -23,7 +23,7 @@ from ..errors import ConfigError, EventBusConnectionError
 from .base import Redis
 from .boundary import translate
 from .credentials import provider_for, url_user
-from .retry import RETRY_ON, WindowRetry, cluster_in_flux
+from .retry import RETRY_ON, WindowRetry, cluster_in_flux, ttl_exhausted
 from .wire import read_slot_map
 
 # The cluster client's own immediate tries (it re-reads the slot map between them); the
@@ -104,8 +104,7 @@ class _Cluster(RedisCluster):
     def after_failure(self, error: BaseException) -> None:
         """Before the next try: read the slot map again (a promotion shows there), unless the
         error was a slot split that only needs time (``TRYAGAIN``)."""
-        if not (isinstance(error, redis.exceptions.TryAgainError)
-                or "TTL exhausted" in str(error)):
+        if not (isinstance(error, redis.exceptions.TryAgainError) or ttl_exhausted(error)):
             read_slot_map(self)
 
 

@@ -31,9 +31,10 @@ from redis.cluster import RedisCluster
 
 from ..connection import ConnectionSpec
 from ..resp import command
-from .base import CLUSTER_REDIRECTS, Redis
+from .base import Redis
 from .boundary import redis_errors
 from .client import client
+from .retry import CLUSTER_REDIRECTS
 from .scripts import run_script
 from .streams import text
 from .wire import node_for, on_connection

@@ -23,6 +23,8 @@ from redis.exceptions import (
     AskError,
     ClusterDownError,
     ClusterError,
+    MovedError,
+    ReadOnlyError,
     RedisClusterException,
     SlotNotCoveredError,
     TryAgainError,
@@ -36,11 +38,33 @@ MIN_TRIES = 2
 # The retry window before a client's server has ever answered (a wrong address fails fast).
 FIRST_CONTACT_S = 5.0
 
+# The one table of what a Redis error means for trying again; the rest of the package reads
+# it from here (and cluster_in_flux, ttl_exhausted, tls_refused below).
+#
 # Retried after a reconnect: the connection broke, or the node was demoted to a replica
 # (READONLY: the command did not run, so running it again is safe; a managed primary
 # endpoint's address reaches the new primary on the reconnect).
 RETRY_ON: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError,
-                                         redis.exceptions.ReadOnlyError)
+                                         ReadOnlyError)
+# Replies that say the commands sent at once did not run: they are all sent again, as after a
+# broken connection (READONLY: a primary demoted by a failover; with Sentinel the reconnect
+# asks for the new primary).
+NOT_RUN: tuple[type[Exception], ...] = (redis.ConnectionError, ReadOnlyError)
+# Replies a cluster node gives for a key whose slot it does not serve now: it moved (MOVED,
+# which redis-py derives from ASK), is moving (ASK, TRYAGAIN), or no master serves it yet
+# (CLUSTERDOWN). Commands sent on one node's connection (the packed acks, the sink's
+# transaction) are then sent again through the cluster client, which follows redirections
+# and reads the slot map again.
+CLUSTER_REDIRECTS: tuple[type[Exception], ...] = (MovedError, AskError, TryAgainError,
+                                                  ClusterDownError)
+# Replies the cluster's per-node pipeline sends again itself: those, and READONLY (a master
+# demoted by a failover).
+CLUSTER_SEND_AGAIN: tuple[type[Exception], ...] = (*CLUSTER_REDIRECTS, ReadOnlyError)
+# A cluster that cannot serve a slot for now, as the error a call ends with: a redirection
+# not followed, redis-py's ClusterError family (its "TTL exhausted" when redirections did not
+# settle), a slot no node serves. Reported as retriable (EventBusConnectionError).
+CLUSTER_UNAVAILABLE: tuple[type[Exception], ...] = (*CLUSTER_REDIRECTS, ClusterError,
+                                                    SlotNotCoveredError)
 
 
 # A TLS handshake refused over certificates: the server's is not trusted here, or the server
@@ -71,12 +95,18 @@ def cluster_in_flux(error: BaseException) -> bool:
     if isinstance(error, (*RETRY_ON, ClusterDownError, TryAgainError, AskError,
                           SlotNotCoveredError)):
         return True
+    if isinstance(error, ClusterError):
+        return ttl_exhausted(error)
     text = str(error)
-    if isinstance(error, ClusterError):  # redis-py's "TTL exhausted." after 16+ redirections
-        return "TTL exhausted" in text
     # the slot map could not be read: every known node refused, or some slot had no master
     return isinstance(error, RedisClusterException) and (
         "cannot be connected" in text or "slots are not covered" in text)
+
+
+def ttl_exhausted(error: BaseException) -> bool:
+    """redis-py's cluster client gave up following redirections (``TTL exhausted.`` after its
+    request TTL of hops): a slot on the move that has not settled, which only needs time."""
+    return isinstance(error, ClusterError) and "TTL exhausted" in str(error)
 
 
 class WindowRetry(Retry):

@@ -29,10 +29,8 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import (
     AskError,
-    ClusterDownError,
     ConnectionError,
     MovedError,
-    ReadOnlyError,
     RedisClusterException,
     SlotNotCoveredError,
     TimeoutError,
@@ -40,7 +38,7 @@ from redis.exceptions import (
 )
 
 from .base import Redis, ResponseError
-from .retry import Window, WindowRetry
+from .retry import CLUSTER_SEND_AGAIN, NOT_RUN, Window, WindowRetry
 
 log = logging.getLogger("spark_eventbus")
 
@@ -134,11 +132,6 @@ def on_connection(node: redis.Redis, job: Callable[[Any], T], *, retried: bool =
         pool.release(conn)
 
 
-# Replies that say a command did not run: the commands are sent again (a READONLY reply is a
-# primary demoted by a failover; with Sentinel the reconnect asks for the new primary).
-NOT_RUN = (ConnectionError, ReadOnlyError)
-
-
 def roundtrip(node: redis.Redis, packed: Sequence[bytes], n: int, *,
               resend_on: tuple[type[BaseException], ...] = (),
               raise_errors: bool = False) -> list[Any]:
@@ -198,9 +191,6 @@ def command_key(command: Sequence[Any]) -> Any:
     return command[1] if len(command) > 1 else None
 
 
-# Replies that send a cluster command again: the slot moved or is moving (MOVED, ASK,
-# TRYAGAIN), no master serves it now (CLUSTERDOWN), or the node was demoted (READONLY).
-_SEND_AGAIN = (AskError, TryAgainError, ClusterDownError, ReadOnlyError)
 # MOVED/ASK redirections followed at once, without backoff, per call (redis-py's request TTL
 # is 16 hops); past that they wait like the rest.
 _HOPS = 16
@@ -250,7 +240,7 @@ def _per_node(r: RedisCluster, commands: Sequence[Sequence[Any]]) -> list[Any]:
                     next(got_iter)  # ASKING's OK
                 reply = next(got_iter)
                 replies[i] = reply
-                if isinstance(reply, _SEND_AGAIN):
+                if isinstance(reply, CLUSTER_SEND_AGAIN):
                     again.append(i)
                     if isinstance(reply, MovedError):
                         moved = True  # the slot map is read again, and they go at once

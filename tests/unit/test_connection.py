@@ -148,6 +148,33 @@ def test_the_window_retry_retries_readonly_replies() -> None:
     assert WindowRetry(30.0).call_with_retry(demoted, lambda _e: None) == "ok"
 
 
+def test_the_retry_table_agrees_with_itself() -> None:
+    """One table (redisio.retry): what the cluster's window waits out covers every reply a
+    node gives for a slot it does not serve, and every error a call may end with that the
+    boundary reports as retriable; a command that did not run is retried after a reconnect."""
+    from redis.exceptions import ClusterError, MovedError
+
+    from spark_eventbus.redisio.retry import (
+        CLUSTER_REDIRECTS,
+        CLUSTER_SEND_AGAIN,
+        CLUSTER_UNAVAILABLE,
+        NOT_RUN,
+        RETRY_ON,
+        cluster_in_flux,
+        ttl_exhausted,
+    )
+    for kind in CLUSTER_UNAVAILABLE:
+        error = ClusterError("TTL exhausted.") if kind is ClusterError else kind("1 h:1")
+        assert cluster_in_flux(error), kind
+    assert set(CLUSTER_REDIRECTS) <= set(CLUSTER_SEND_AGAIN) <= set(CLUSTER_UNAVAILABLE) | {
+        redis.exceptions.ReadOnlyError}
+    assert set(NOT_RUN) <= set(RETRY_ON)
+    assert isinstance(MovedError("1 h:1"), CLUSTER_REDIRECTS)
+    assert ttl_exhausted(ClusterError("TTL exhausted.")) \
+        and not ttl_exhausted(ClusterError("other")) \
+        and not ttl_exhausted(redis.ResponseError("TTL exhausted."))
+
+
 def test_a_cluster_in_flux_is_waited_for_and_a_wrong_command_is_not() -> None:
     from redis.exceptions import (
         ClusterDownError,
