@@ -8,9 +8,8 @@ batch are listed)::
      "streams": {"orders": ["1700-0 12-3 5000", ..., "r 1650-0 2", ...]}}
 
 each chunk as ``"<first> <last ms - first ms>-<last seq> <count>"``, each reclaimed entry as
-``"r <id> <deliveries>"``. Offsets of format v1 (``{"chunks": [[first, last, count], ...],
-"reclaimed": [[id, deliveries], ...]}`` per stream; spark-eventbus up to 0.x) are read as well,
-so a query restarted on this version from an older checkpoint carries on.
+``"r <id> <deliveries>"`` (claim plans in Redis keep the JSON form,
+:meth:`StreamBatch.from_json`).
 
 * a **chunk** is what one ``XREADGROUP ... >`` call claimed: a contiguous slice of the stream,
   fully described by ``(first_id, last_id, count)``;
@@ -31,7 +30,6 @@ from typing import Any
 from .errors import EventBusError
 
 VERSION = 2
-_READABLE = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -122,17 +120,16 @@ class BatchOffset:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BatchOffset:
         version = data.get("v")
-        if version not in _READABLE:
+        if version != VERSION:
             raise EventBusError(
                 f"checkpoint offset {dict(data)!r} was written by another version of "
-                f"spark-eventbus (offset format v{' or v'.join(map(str, _READABLE))} expected); "
-                "start the query with a new checkpointLocation."
+                f"spark-eventbus (offset format v{VERSION} expected); start the query with a "
+                "new checkpointLocation."
             )
-        parse = StreamBatch.from_json if version == 1 else StreamBatch.from_compact
         return cls(
             run=str(data["run"]),
             seq=int(data["seq"]),
-            streams={name: parse(sb) for name, sb in data["streams"].items()},
+            streams={name: StreamBatch.from_compact(sb) for name, sb in data["streams"].items()},
         )
 
     @property

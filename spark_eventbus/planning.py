@@ -182,12 +182,6 @@ def pack_partitions(streams: Mapping[str, StreamBatch], num_partitions: int
     return out
 
 
-def split_partitions(stream: str, batch: StreamBatch, num_partitions: int) -> list[Slice]:
-    """One stream's batch over at most ``num_partitions`` slices (:func:`pack_partitions`)."""
-    return [slices[0] for slices in pack_partitions({stream: batch}, num_partitions)
-            if slices] if batch else []
-
-
 def split_id_range(first_ms: int, last_ms: int, parts: int) -> list[tuple[int, int]]:
     """Split ``[first_ms, last_ms]`` into up to ``parts`` contiguous millisecond ranges."""
     parts = max(1, min(parts, last_ms - first_ms + 1))

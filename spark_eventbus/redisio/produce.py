@@ -146,8 +146,8 @@ def _once(conn: Any, stream: str, xadds: bytes, count: int, marker: str | None, 
         result = _read(conn)
     except redis.exceptions.ExecAbortError:
         raise refused[0] if refused else redis.ResponseError("EXECABORT") from None
-    if refused:  # pragma: no cover - EXEC is refused whenever a queued command was
-        raise refused[0]
+    if refused:  # pragma: no cover - Redis and Valkey abort EXEC after any refused command;
+        raise refused[0]  # a server that ran it anyway wrote part of the chunk: never "written"
     if result is None:
         return None
     failed = [r for r in result if isinstance(r, BaseException)]

@@ -83,7 +83,7 @@ def run_scripts(r: Redis, name: str, calls: Sequence[tuple[Sequence[Any], Sequen
     replies: list[Any] = [None] * len(calls)
     todo = list(range(len(calls)))
     known = (id(r), name)
-    if len(calls) > 1 and known not in _loaded:
+    if known not in _loaded:
         # Not yet run through this client: the first call alone loads the script, so that
         # thousands of calls do not come back NOSCRIPT to be sent again
         try:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import redis
+from hiredis import pack_command
 from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import (
     AskError,
@@ -44,22 +45,10 @@ log = logging.getLogger("spark_eventbus")
 
 T = TypeVar("T")
 
-_hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
-try:  # hiredis packs a command in C; redis[hiredis] is a dependency, so this is the path taken
-    from hiredis import pack_command as _hiredis_pack
-except ImportError:  # pragma: no cover - only without hiredis installed
-    _hiredis_pack = None
-
-# Which packer :func:`pack` uses ("hiredis" on every supported install; a test pins it).
-PACKER = "hiredis" if _hiredis_pack is not None else "redis-py"
-
-
 def pack(commands: Sequence[Sequence[Any]]) -> list[bytes]:
-    """``commands`` (argument tuples) as RESP, ready for ``send_packed_command``."""
-    if _hiredis_pack is not None:
-        return [b"".join(_hiredis_pack(tuple(c)) for c in commands)]
-    # pragma: no cover - without hiredis: redis-py's packer (a Connection never connected)
-    return list(redis.connection.Connection().pack_commands(commands))
+    """``commands`` (argument tuples) as RESP, ready for ``send_packed_command`` (hiredis's
+    packer, in C; ``redis[hiredis]`` is a dependency)."""
+    return [b"".join(pack_command(tuple(c)) for c in commands)]
 
 
 def read_replies(conn: Any, n: int) -> list[Any]:

@@ -170,7 +170,7 @@ def test_the_count_is_exact_over_ranges_partitions_reclaimed_ids_and_other_consu
         with pytest.raises(DataLossError) as err:
             list(reader.read(part))
         errors.append(str(err.value))
-    # split_partitions: one range each, the 20 reclaimed IDs on the lighter bin (the second)
+    # pack_partitions: one range each, the 20 reclaimed IDs on the lighter bin (the second)
     assert errors[0].startswith(f"100 entries of stream '{stream}' that batch 1 of this query "
                                 f"claimed (group '{group}', consumer 'spark-{group}') are no "
                                 f"longer in the stream, in 1 range: [{ids[20]}, {ids[529]}]: "

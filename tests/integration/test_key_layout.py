@@ -262,7 +262,7 @@ def test_a_live_holder_is_refused_and_a_killed_one_is_taken_over(redis_server, n
     finally:
         _kill(proc)
     same = driver_reader(redis_server.url, stream, group)  # the restart from its checkpoint
-    end = same.latestOffset({"v": 1, "run": run, "seq": 0, "streams": {}}, ReadMaxRows(100))
+    end = same.latestOffset({"v": 2, "run": run, "seq": 0, "streams": {}}, ReadMaxRows(100))
     assert end["seq"] == 1 and end["run"] == run and end["streams"]
     same.stop()
 

@@ -77,28 +77,6 @@ def test_many_streams_in_a_spark_query_deliver_every_entry_once(spark, redis_ser
     assert sum(o.count for o in ends) >= len(produced)
 
 
-def test_a_query_on_this_version_carries_on_from_an_offset_of_format_v1(redis_server, names):
-    """A checkpoint written by the previous version (offset format v1) replays its last batch
-    and goes on with the next one."""
-    r = redis_server.client()
-    streams, produced = _many(r, names["stream"], 3, 10)
-    reader = driver_reader(redis_server.url, ",".join(streams), names["group"])
-    start = reader.initialOffset()
-    end = BatchOffset.from_json(reader.latestOffset(start, ReadMaxRows(12)))
-    v1 = {"v": 1, "run": end.run, "seq": end.seq,
-          "streams": {n: b.to_json() for n, b in sorted(end.streams.items())}}
-    reader.stop()
-    again = driver_reader(redis_server.url, ",".join(streams), names["group"])
-    got = []
-    for part in again.partitions(start, v1):  # the batch in flight, replayed from the log
-        for rb in again.read(part):
-            got += rb.column("id").to_pylist()
-    assert len(got) == 12
-    nxt = again.latestOffset(v1, ReadAllAvailable())
-    assert nxt["v"] == 2 and BatchOffset.from_json(nxt).count == len(produced) - 12
-    again.stop()
-
-
 def _calls(r: redis.Redis, command: str) -> int:
     return int(r.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
 

@@ -13,6 +13,7 @@ from spark_eventbus.planning import (
     MAX_CLAIM_CHUNK,
     SYNC_CLAIM_ENTRIES,
     UNBOUNDED_GRANT,
+    Slice,
     claim_chunk_size,
     entries_within,
     first_claim_allowance,
@@ -21,9 +22,14 @@ from spark_eventbus.planning import (
     share_budget,
     should_wait,
     split_id_range,
-    split_partitions,
     stream_grants,
 )
+
+
+def split_partitions(stream: str, batch: StreamBatch, num_partitions: int) -> list[Slice]:
+    """One stream's batch packed over at most ``num_partitions`` slices."""
+    return [slices[0] for slices in pack_partitions({stream: batch}, num_partitions)
+            if slices] if batch else []
 
 
 def test_claim_chunks_are_bounded_and_split_a_batch_over_partitions():
@@ -116,12 +122,9 @@ def test_offsets_are_compact_and_offsets_of_format_v1_still_read():
     assert BatchOffset.from_json(js) == off
     one = json.dumps({"s": StreamBatch((chunk,)).to_compact()}, separators=(",", ":"))
     assert len(one) - len('{"s":}') <= 40  # a stream with one range: well under 60 bytes
-    v1 = {"v": 1, "run": "r" * 32, "seq": 9, "streams": {"orders": {
-        "chunks": [["1700000000000-0", "1700000000005-3", 20]],
-        "reclaimed": [["1699999999999-7", 2]]}}}
-    assert BatchOffset.from_json(v1) == off  # a checkpoint of the previous version carries on
-    with pytest.raises(EventBusError, match="v1 or v2"):
-        BatchOffset.from_json({**v1, "v": 3})
+    for other in (1, 3, None):  # another format: refused, naming the fix
+        with pytest.raises(EventBusError, match=r"format v2 expected.*new checkpointLocation"):
+            BatchOffset.from_json({**js, "v": other})
 
 
 def test_offsets_accept_lua_empty_arrays_encoded_as_objects():
