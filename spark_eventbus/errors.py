@@ -5,6 +5,10 @@ The whole tree::
     EventBusError                 base; ``retriable`` says whether trying again may succeed
     ├── ConfigError               an option or argument is invalid (also a ``ValueError``)
     ├── EventBusConnectionError   Redis did not answer (retriable)
+    │   └── ReplicationError      fewer replicas (or no AOF fsync) confirmed a write within
+    │       │                     waitTimeoutMs (waitReplicas, waitAof; retriable)
+    │       └── ReplicasShort     the writes are on the primary, fewer replicas have them
+    │           └── ReplicasMissing  fewer replicas are online than waitReplicas asks
     ├── NotAStreamError           a key exists but is not a stream; it is never overwritten
     ├── DataLossError             entries were trimmed, deleted or lost in a failover before
     │                             they were read
@@ -12,7 +16,9 @@ The whole tree::
     ├── RedisCommandError         Redis refused a command (translated ``redis.ResponseError``)
     └── UnwritableRowError        the sink got a row it cannot write and has no deadLetterStream
 
-redis-py errors are translated at one boundary, :mod:`spark_eventbus.redisio.boundary`, with
+A credential file or provider that cannot give credentials is retried within
+``failoverTimeoutMs`` and then reported as a :class:`ConfigError`. redis-py errors are
+translated at one boundary, :mod:`spark_eventbus.redisio.boundary`, with
 ``raise ... from exc``; every message passes through :func:`redact` so a password never reaches a
 message or a log.
 """
@@ -30,6 +36,9 @@ __all__ = [
     "EventBusError",
     "NotAStreamError",
     "RedisCommandError",
+    "ReplicasMissing",
+    "ReplicasShort",
+    "ReplicationError",
     "UnwritableRowError",
     "printable",
     "redact",
@@ -50,6 +59,30 @@ class EventBusConnectionError(EventBusError):
     """Redis could not be reached (after redis-py's own retries)."""
 
     retriable = True
+
+
+class ReplicationError(EventBusConnectionError):
+    """Fewer replicas (or no AOF fsync) confirmed a write within ``waitTimeoutMs``. Retriable:
+    the writes it guards are idempotent, so the task may run again."""
+
+
+class ReplicasShort(ReplicationError):
+    """Fewer replicas than ``waitReplicas`` acknowledged the barrier in ``waitTimeoutMs``
+    (the writes are on the primary). Not to be confused with the writes missing from the
+    primary, a plain :class:`ReplicationError` that is never waited out."""
+
+    def __init__(self, message: str, online: int | None = None) -> None:
+        super().__init__(message)
+        self.online = online
+
+
+class ReplicasMissing(ReplicasShort):
+    """:class:`ReplicasShort` where the primary has fewer replicas *online* than
+    ``waitReplicas`` asks (a failover's aftermath: the promoted replica has none until its old
+    master rejoins; a replica gone), not replicas that are online but slow. Waited out within
+    ``failoverTimeoutMs`` by :func:`wait_for_writes` before it is raised — and once one was,
+    the same call waits out a plain shortfall too: a replica that just came back counts as
+    online once its snapshot is sent, before it has loaded it and acknowledged anything."""
 
 
 class NotAStreamError(EventBusError):

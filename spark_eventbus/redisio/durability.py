@@ -25,7 +25,7 @@ from redis.exceptions import RedisClusterException
 
 from ..capabilities import Capabilities, require_option
 from ..connection import ConnectionSpec, spell
-from ..errors import ConfigError, EventBusConnectionError
+from ..errors import ConfigError, ReplicasMissing, ReplicasShort, ReplicationError
 from .base import Redis
 from .boundary import redis_errors
 from .capabilities import capabilities_of
@@ -34,30 +34,6 @@ from .retry import Window, WindowRetry, cluster_in_flux
 from .wire import cluster_window, read_slot_map
 
 log = logging.getLogger("spark_eventbus")
-
-
-class ReplicationError(EventBusConnectionError):
-    """Fewer replicas (or no AOF fsync) confirmed a write within ``waitTimeoutMs``. Retriable:
-    the writes it guards are idempotent, so the task may run again."""
-
-
-class ReplicasShort(ReplicationError):
-    """Fewer replicas than ``waitReplicas`` acknowledged the barrier in ``waitTimeoutMs``
-    (the writes are on the primary). Not to be confused with the writes missing from the
-    primary, a plain :class:`ReplicationError` that is never waited out."""
-
-    def __init__(self, message: str, online: int | None = None) -> None:
-        super().__init__(message)
-        self.online = online
-
-
-class ReplicasMissing(ReplicasShort):
-    """:class:`ReplicasShort` where the primary has fewer replicas *online* than
-    ``waitReplicas`` asks (a failover's aftermath: the promoted replica has none until its old
-    master rejoins; a replica gone), not replicas that are online but slow. Waited out within
-    ``failoverTimeoutMs`` by :func:`wait_for_writes` before it is raised — and once one was,
-    the same call waits out a plain shortfall too: a replica that just came back counts as
-    online once its snapshot is sent, before it has loaded it and acknowledged anything."""
 
 
 def _node(r: Redis, key: str) -> redis.Redis:

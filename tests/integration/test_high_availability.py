@@ -19,8 +19,8 @@ from pyspark.sql import functions as F
 from spark_eventbus import register
 from spark_eventbus.cli import main as cli_main
 from spark_eventbus.connection import connection_spec
-from spark_eventbus.errors import ConfigError, EventBusConnectionError
-from spark_eventbus.redisio import ReplicationError, client, preflight
+from spark_eventbus.errors import ConfigError, EventBusConnectionError, ReplicationError
+from spark_eventbus.redisio import client, preflight
 from tests.harness.redis_sentinel import MASTER, SentinelTopology
 from tests.harness.redis_server import free_port
 from tests.integration.helpers import pending, stream_df, wait_for

@@ -12,13 +12,9 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
 from spark_eventbus.connection import connection_spec
+from spark_eventbus.errors import ReplicasMissing, ReplicationError
 from spark_eventbus.redisio import ConnectionSpec, ensure_groups, probes
-from spark_eventbus.redisio.durability import (
-    Barrier,
-    ReplicasMissing,
-    ReplicationError,
-    wait_for_writes,
-)
+from spark_eventbus.redisio.durability import Barrier, wait_for_writes
 from spark_eventbus.redisio.group import ConsumerOps
 from tests.harness.redis_sentinel import ReplicaServer
 from tests.harness.redis_server import RedisServer, free_port

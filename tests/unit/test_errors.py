@@ -46,6 +46,23 @@ def test_a_cluster_in_flux_is_a_retriable_connection_error():
 
 def test_public_names_are_pinned():
     assert sorted(spark_eventbus.__all__) == [
-        "AckingBatchWriter", "ConfigError", "DataLossError", "EventBusConnectionError",
-        "EventBusDataSource", "EventBusError", "NotAStreamError", "RedisCommandError", "StreamId",
+        "AckingBatchWriter", "ConfigError", "DataLossError", "EntryDecodeError",
+        "EventBusConnectionError", "EventBusDataSource", "EventBusError", "NotAStreamError",
+        "RedisCommandError", "ReplicasMissing", "ReplicasShort", "ReplicationError", "StreamId",
         "UnwritableRowError", "register"]
+
+
+def test_every_error_is_exported_from_the_package_and_named_in_the_tree() -> None:
+    """The public surface is complete: every error class of :mod:`spark_eventbus.errors` can
+    be imported from the package root and is drawn in the module's error tree."""
+    import spark_eventbus
+    from spark_eventbus import errors
+
+    kinds = [v for v in vars(errors).values()
+             if isinstance(v, type) and issubclass(v, errors.EventBusError)]
+    assert len(kinds) >= 11
+    tree = (errors.__doc__ or "").split("The whole tree::", 1)[1].split("\n\n", 2)[1]
+    for kind in kinds:
+        assert getattr(spark_eventbus, kind.__name__) is kind
+        assert kind.__name__ in spark_eventbus.__all__
+        assert f" {kind.__name__} " in tree, kind.__name__
