@@ -621,7 +621,7 @@ def _reader_run(r: redis.Redis, url: str, group: str, max_entries: int, n: int, 
 
 
 def bench_trim(r: redis.Redis, port: int, n: int) -> None:
-    """Redis CPU per entry of the reader with trimAcked=true against without (issue 24): two
+    """Redis CPU per entry of the reader with trimAcked=true against without: two
     streams of ``n`` entries, one query each, in fresh drivers of the same run."""
     produce(r, WARMUP_ENTRIES, WARMUP)
     url = f"redis://127.0.0.1:{port}/0"
@@ -762,7 +762,7 @@ def plain_many(r: redis.Redis, streams: list[str], group: str) -> tuple[float, i
 
 
 def bench_many(r: redis.Redis, port: int, quiet_seconds: float = 6) -> None:
-    """Many streams (issue 26): the same 20,000 entries spread over 1; 100; 1,000; 10,000
+    """Many streams: the same 20,000 entries spread over 1; 100; 1,000; 10,000
     streams, one group at ``earliest``, default options, ``Trigger.AvailableNow``; all queries
     in one driver after one warm-up query; against a plain redis-py loop on the same data."""
     produce(r, WARMUP_ENTRIES, WARMUP)
@@ -802,7 +802,7 @@ def bench_many(r: redis.Redis, port: int, quiet_seconds: float = 6) -> None:
 
 
 def bench_reader(r: redis.Redis, port: int, n: int) -> None:
-    """The reader against a plain consumer loop (issue 2)."""
+    """The reader against a plain consumer loop."""
     t = time.perf_counter()
     produce(r, n)
     produce(r, WARMUP_ENTRIES, WARMUP)
@@ -916,7 +916,7 @@ CLUSTER_MANY = (1, 1000)
 
 
 def bench_cluster_many(rc: Any, url: str, quiet_seconds: float = 6) -> None:
-    """Issue 38: the many-streams part on the 3-master cluster — 20,000 entries over 1 and
+    """The many-streams part on the 3-master cluster — 20,000 entries over 1 and
     1,000 streams, one query each in one driver; then quiet triggers over the 1,000 (Redis
     commands counted on every master)."""
     for n in CLUSTER_MANY:

@@ -1,4 +1,4 @@
-"""``make soak``: a long run with injected faults (issue 13). Not part of CI.
+"""``make soak``: a long run with injected faults. Not part of CI.
 
 A producer writes at a fixed rate into several streams; a pipeline (``bench/soak_job.py``:
 reader → AckingBatchWriter → the eventbus sink) copies them into one output stream, run as a

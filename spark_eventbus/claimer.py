@@ -4,7 +4,7 @@
 of the batch being built (:mod:`.redisio.claims`, every stream's step of a round pipelined per
 node): idle entries of other consumers first (``XAUTOCLAIM``, poison entries to the
 dead-letter stream), then new ones (``XREADGROUP >``), each call bounded. How much to take
-where is pure, in :mod:`.planning`; which batch, and when, is :mod:`.batches`'. What it
+where is pure, in :mod:`.planning`; which batch, and when, is :mod:`.driver`'s. What it
 composes: :class:`.probe_cache.ProbeCache` (where there is anything to take),
 :class:`.ledger.BatchLedger` (what was written where, bytes left),
 :class:`.loss_reports.LossReports` (``failOnDataLoss``).

@@ -129,8 +129,9 @@ class ConsumerLease:
         return LEASE_TTL_MS / 1000 + LEASE_RENEW_S
 
     def _start_heartbeat(self) -> None:
-        """Before the first lease: this process's heartbeat. A user whose ACL rule predates
-        it (no ``~{eventbus:*}:eventbus:alive``) keeps one short lease per stream instead."""
+        """Before the first lease: this process's heartbeat. A user whose ACL rule does
+        not cover it (no ``~{eventbus:*}:eventbus:alive``) keeps one short lease per stream
+        instead."""
         try:
             leases.heartbeat(self.spec, self.owner, LEASE_TTL_MS)
         except ConfigError as exc:

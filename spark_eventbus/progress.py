@@ -8,7 +8,7 @@ each to every listener):
   where it is known), the planned batch's ``claimed`` and ``reclaimed``, the query run's
   ``deadLettered``, ``lostRanges`` and ``lostEntries``, and ``streamsNotShown``;
 * per stream (``entriesBehind`` — the group's lag, ``XINFO GROUPS``; None = unknown, e.g. Redis
-  7.0 after XDEL/trim; ``lag``, the same value, kept for existing readers —, ``pending``,
+  7.0 after XDEL/trim; ``lag``, the same value under ``XINFO GROUPS``'s name —, ``pending``,
   ``lastDeliveredId``, the planned batch's ``claimed`` and ``reclaimed``): every stream while
   they fit in :data:`DETAIL_BYTES`; past that, the streams of the planned batch first, then the
   :data:`MOST_BEHIND` most behind, then the others in subscription order, as many as fit.

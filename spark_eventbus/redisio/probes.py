@@ -93,7 +93,7 @@ class Probe:
         return not self.group or self.pending is None or self.pending > 0
 
     def stats(self) -> GroupStats:
-        """Progress: pending, lag (:func:`.group.checked_lag`) and last delivered ID."""
+        """Progress: pending, lag (:func:`checked_lag`) and last delivered ID."""
         if not self.group:
             return GroupStats(None, None, None)
         lag = self.lag

@@ -1,7 +1,7 @@
 """Adding one chunk of entries to a stream, at most once per marker, as a transaction.
 
 The sink's chunks arrive here as ``XADD`` commands already encoded as RESP
-(:func:`spark_eventbus.encoding.xadd_commands`). One chunk is two round trips on one
+(:func:`spark_eventbus.chunking.xadd_commands`). One chunk is two round trips on one
 connection of the node serving the stream:
 
 1. ``WATCH <marker>``, ``SISMEMBER <marker> <member>``, ``TYPE <stream>`` (and ``TIME`` when
