@@ -39,7 +39,8 @@ class Capabilities:
 
 def parse_version(text: str) -> tuple[int, int, int]:
     """``7.0.15`` → (7, 0, 15); missing or odd parts are 0."""
-    parts = [*(int(p) if p.isdigit() else 0 for p in text.strip().split(".")[:3]), 0, 0, 0]
+    parts = [*(int(p) if p.isascii() and p.isdigit() else 0
+               for p in text.strip().split(".")[:3]), 0, 0, 0]
     return parts[0], parts[1], parts[2]
 
 

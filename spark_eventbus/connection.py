@@ -157,7 +157,7 @@ def parse_sentinels(raw: str, name: str = "option 'sentinels'") -> tuple[tuple[s
     for part in (p.strip() for p in raw.split(",")):
         host, sep, port = part.rpartition(":")
         host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-        if not part or not sep or not host or not port.isdigit() \
+        if not part or not sep or not host or not (port.isascii() and port.isdigit()) \
                 or not 0 < int(port) < 65536 or any(c.isspace() for c in host):
             raise ConfigError(f"{name} = {raw!r} is invalid: list the sentinels as "
                               "host:port separated by commas, e.g. "

@@ -69,6 +69,7 @@ def _parsed(text: str) -> StreamId:
     """:meth:`StreamId.parse` without the error text; cached (IDs are immutable, and a query
     over thousands of streams compares the same few IDs per stream again and again)."""
     ms_text, sep, seq_text = text.strip().partition("-")
-    if not ms_text.isdigit() or (sep and not seq_text.isdigit()):
+    if not (ms_text.isascii() and ms_text.isdigit()) \
+            or (sep and not (seq_text.isascii() and seq_text.isdigit())):
         raise ValueError(text)
     return StreamId(int(ms_text), int(seq_text) if sep else 0)

@@ -99,7 +99,7 @@ def starting_position(raw: str, name: str) -> str:
     value = raw.strip()
     if value in ("latest", "earliest", "$", "0") or _ID.fullmatch(value):
         return stream_id_or("latest", "earliest", "$", "0")(value, name)
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         ms = int(value)
     else:
         try:
@@ -181,9 +181,9 @@ def duration_ms(raw: str, name: str) -> int:
     lowered = raw.strip().lower()
     for unit in ("ms", "s", "m", "h", "d"):
         number = lowered[: -len(unit)].strip()
-        if lowered.endswith(unit) and number.isdigit():
+        if lowered.endswith(unit) and number.isascii() and number.isdigit():
             return int(number) * _AGE_UNITS[unit]
-    if lowered.isdigit():
+    if lowered.isascii() and lowered.isdigit():
         return int(lowered)
     raise ConfigError(f"option '{name}' = {raw!r} is invalid: expected a duration such as "
                       "'15m', '30s', '500ms', '1h' or a number of milliseconds.")
@@ -196,7 +196,7 @@ def parse_min_id(raw: str) -> tuple[str | None, int | None]:
     lowered = raw.strip().lower()
     for unit in ("ms", "s", "m", "h", "d"):
         number = lowered[: -len(unit)]
-        if lowered.endswith(unit) and number.isdigit():
+        if lowered.endswith(unit) and number.isascii() and number.isdigit():
             age = int(number) * _AGE_UNITS[unit]
             if age <= 0:
                 break

@@ -113,7 +113,7 @@ SINK_OPTIONS = ["url", "stream", "maxLen", "minId", "trimApproximate", "maxPaylo
                 "idempotent", "chunkSize", "writeId", "batchId", "deadLetterStream"]
 hostile = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60) | st.sampled_from(
     ["", " ", "-1", "0", "1e9", "NaN", "inf", "9" * 40, "true ", "∞", "\x00", "{}", "$", ">",
-     "redis://", "rediss://h:0/x?ssl_keyfile=/k", "a,,b", ",", "1-2-3"])
+     "redis://", "rediss://h:0/x?ssl_keyfile=/k", "a,,b", ",", "1-2-3", "²", "1²-0", "١٢"])
 
 
 @settings(max_examples=300)
