@@ -19,6 +19,7 @@ from .boundary import redis_errors
 from .group import ConsumerOps, where
 from .retry import CLUSTER_REDIRECTS, NOT_RUN
 from .scripts import run_scripts
+from .streams import xack_commands
 from .wire import node_for, pipeline, raise_first, roundtrip
 
 
@@ -36,8 +37,8 @@ def ack(pairs: Sequence[tuple[ConsumerOps, StreamBatch]]) -> int:
         if rest:
             acked += sum(int(n) for n in run_scripts(ops[0].redis, "ack_range", [
                 op.ack_range(c) for op, c in rest]))
-        xacks = [("XACK", op.stream, op.group, *ids) for op, batch in pairs
-                 for ids in op.reclaimed_acks(batch)]
+        xacks = [c for op, batch in pairs for c in xack_commands(
+            op.stream, op.group, [i for i, _ in batch.reclaimed])]
         acked += sum(int(n) for n in raise_first(pipeline(ops[0].redis, xacks)))
     return acked
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
-from redis.exceptions import RedisClusterException
+from redis.exceptions import RedisClusterException, SlotNotCoveredError
 
 from ..capabilities import Capabilities, require_option
 from ..connection import ConnectionSpec, spell
@@ -31,17 +31,9 @@ from .boundary import redis_errors
 from .capabilities import capabilities_of
 from .credentials import check_credentials
 from .retry import Window, WindowRetry, cluster_in_flux
-from .wire import cluster_window, read_slot_map
+from .wire import cluster_window, node_for, read_slot_map
 
 log = logging.getLogger("spark_eventbus")
-
-
-def _node(r: Redis, key: str) -> redis.Redis:
-    if isinstance(r, RedisCluster):
-        node = r.get_node_from_key(key)
-        conn = node.redis_connection or r.get_redis_connection(node)
-        return conn
-    return r
 
 
 def _wait_command(spec: ConnectionSpec) -> tuple[Any, ...]:
@@ -249,7 +241,10 @@ def _wait_on(r: Redis, spec: ConnectionSpec, barriers: list[Barrier], what: str)
             for b in barriers:
                 by_node.setdefault(_node_id(r, b.key), []).append(b)
             for group in by_node.values():
-                _run(_node(r, group[0].key), spec, group, what)
+                node = node_for(r, group[0].key)
+                if node is None:  # no master serves the slot yet: a failover in progress
+                    raise SlotNotCoveredError(f"no node serves the slot of {group[0].key!r}")
+                _run(node, spec, group, what)
             return
         except (redis.RedisError, RedisClusterException) as exc:
             if not cluster_in_flux(exc) or not clock.wait():

@@ -30,7 +30,7 @@ from .base import Redis, ResponseError
 from .boundary import redis_errors
 from .client import ConnectionSpec, client
 from .deadletter import same_slot
-from .streams import ACK_CHUNK, entry_sizes, is_stream_kind, key_type, stream_exists, text
+from .streams import entry_sizes, is_stream_kind, key_type, stream_exists, text
 from .wire import as_map, pipeline, raise_unless_missing
 
 log = logging.getLogger("spark_eventbus")
@@ -224,12 +224,6 @@ class ConsumerOps:
     def ack_range(self, chunk: ClaimedRange) -> tuple[list[Any], list[Any]]:
         """KEYS and ARGV of ``ack_range.lua``: ack ``chunk`` from this consumer's PEL."""
         return [self.stream], [self.group, self.consumer, chunk.first, chunk.last]
-
-    @staticmethod
-    def reclaimed_acks(batch: StreamBatch) -> list[list[str]]:
-        """The reclaimed IDs of ``batch`` in XACK calls of at most :data:`ACK_CHUNK`."""
-        ids = [i for i, _ in batch.reclaimed]
-        return [ids[k:k + ACK_CHUNK] for k in range(0, len(ids), ACK_CHUNK)]
 
     # -- plans (:mod:`.plans` sends it) -------------------------------------------------------
 

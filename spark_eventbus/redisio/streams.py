@@ -78,13 +78,19 @@ def entry_sizes(entries: Sequence[Any]) -> list[int]:
     return sizes
 
 
+def xack_commands(stream: str, group: str, ids: Sequence[str], per_call: int = ACK_CHUNK
+                  ) -> list[tuple[str, ...]]:
+    """``XACK`` of ``ids`` in calls of at most ``per_call`` IDs (a call's work is bounded)."""
+    return [("XACK", stream, group, *ids[k:k + per_call]) for k in range(0, len(ids), per_call)]
+
+
 def xack(r: Redis, stream: str, group: str, ids: Sequence[str], per_call: int = ACK_CHUNK
          ) -> int:
-    """XACK ``ids`` in calls of ``per_call`` IDs, pipelined; the number acked."""
+    """:func:`xack_commands`, pipelined; the number acked."""
     if not ids:
         return 0
-    return sum(int(n) for n in raise_first(pipeline(r, [
-        ("XACK", stream, group, *ids[k:k + per_call]) for k in range(0, len(ids), per_call)])))
+    return sum(int(n) for n in raise_first(pipeline(
+        r, xack_commands(stream, group, ids, per_call))))
 
 
 # -- with a spec: the client is taken and redis-py errors are translated here ---------------

@@ -96,10 +96,11 @@ def is_no_such_key(reply: Any, *, or_wrong_type: bool = True) -> bool:
 
 def node_for(r: Redis, key: str) -> redis.Redis | None:
     """The single-node client that serves ``key``: ``r`` itself, or on a cluster the client of
-    the node the slot map names (``None`` when it names none)."""
+    the node the slot map names (made if the map names a node new to it; ``None`` when it
+    names none)."""
     if isinstance(r, RedisCluster):
         node = r.get_node_from_key(key)
-        return None if node is None else node.redis_connection
+        return None if node is None else node.redis_connection or r.get_redis_connection(node)
     return r
 
 
