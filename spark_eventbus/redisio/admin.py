@@ -21,7 +21,7 @@ from .capabilities import check_scripting
 from .client import ConnectionSpec, client
 from .credentials import check_credentials
 from .deadletter import replay_page
-from .group import before_first_entry
+from .group import before_first_entry, create_group_args, is_earliest, position_args
 from .losses import accept_losses, loss_records
 from .retention import TrimReport, trim_acked
 from .streams import key_type, stream_exists, text
@@ -73,15 +73,10 @@ def _require_group(r: Redis, stream: str, group: str) -> None:
                             "`eventbus group create`.")
 
 
-def position_id(r: Redis, stream: str, position: str) -> str:
-    """Where ``position`` (a parsed startingPosition: latest, earliest, or an ID to start
-    after) puts a group. ``earliest``: just before the first entry still in the stream, so
-    entries trimmed long ago are not reported as lost."""
-    if position in ("latest", "$"):
-        return "$"
-    if position in ("earliest", "0"):
-        return before_first_entry(r, stream)[0]
-    return position
+def _earliest(r: Redis, stream: str, position: str) -> tuple[str, int] | None:
+    """Where ``earliest`` puts a group on ``stream`` (:func:`.group.before_first_entry`), when
+    ``position`` asks for it."""
+    return before_first_entry(r, stream) if is_earliest(position) else None
 
 
 def create_group(r: Redis, stream: str, group: str, position: str) -> str:
@@ -89,8 +84,9 @@ def create_group(r: Redis, stream: str, group: str, position: str) -> str:
     if group in group_names(r, stream):
         raise EventBusError(f"stream {stream!r} already has a consumer group {group!r}; use "
                             "`eventbus group seek` to move it.")
-    at = position_id(r, stream, position)
-    r.execute_command("XGROUP", "CREATE", stream, group, at, "MKSTREAM")
+    args = create_group_args(stream, group, position, _earliest(r, stream, position))
+    r.execute_command(*args)
+    at = str(args[4])
     return text(r.xinfo_stream(stream)["last-generated-id"]) if at == "$" else at
 
 
@@ -108,8 +104,8 @@ def seek_group(r: Redis, stream: str, group: str, position: str, force: bool
             "Stop the query first, or pass --force: the query then reads after the new "
             "position from its next batch on (batches it has already logged are replayed "
             "unchanged).")
-    at = position_id(r, stream, position)
-    r.execute_command("XGROUP", "SETID", stream, group, at)
+    at, *rest = position_args(position, _earliest(r, stream, position))
+    r.execute_command("XGROUP", "SETID", stream, group, at, *rest)
     if at == "$":
         at = text(r.xinfo_stream(stream)["last-generated-id"])
     return at, live

@@ -97,22 +97,30 @@ def earliest_in(info: dict[Any, Any]) -> tuple[str, int]:
     return str(first_id.prev()), max(0, read)
 
 
+def is_earliest(position: str) -> bool:
+    """Whether a parsed ``startingPosition`` (or a CLI position) means the stream's start."""
+    return position in ("earliest", "0")
+
+
+def position_args(position: str, earliest: tuple[str, int] | None) -> list[Any]:
+    """Where ``position`` (a parsed ``startingPosition``: latest, earliest, or an ID to start
+    after) puts a group, as ``XGROUP CREATE``/``SETID`` arguments: ``$``; just before the first
+    entry still in the stream with its entries-read count (``earliest``: what
+    :func:`before_first_entry` says; the lag is then exact); or the ID. The one place these
+    positions are mapped."""
+    if position in ("latest", "$"):
+        return ["$"]
+    if is_earliest(position):
+        start, entries_read = earliest or ("0", 0)
+        return [start, "ENTRIESREAD", entries_read]
+    return [position]
+
+
 def create_group_args(stream: str, group: str, starting_position: str,
                       earliest: tuple[str, int] | None) -> list[Any]:
-    """``XGROUP CREATE … MKSTREAM`` at ``starting_position`` (``earliest``: where
-    :func:`before_first_entry` puts it)."""
-    args: list[Any] = ["XGROUP", "CREATE", stream, group]
-    pos = starting_position
-    if pos in ("latest", "$"):
-        args.append("$")
-    elif pos in ("earliest", "0"):
-        start, entries_read = earliest or ("0", 0)
-        args += [start, "MKSTREAM", "ENTRIESREAD", entries_read]
-    else:
-        args.append(pos)
-    if "MKSTREAM" not in args:
-        args.append("MKSTREAM")
-    return args
+    """``XGROUP CREATE … MKSTREAM`` at ``starting_position`` (:func:`position_args`)."""
+    at, *rest = position_args(starting_position, earliest)
+    return ["XGROUP", "CREATE", stream, group, at, "MKSTREAM", *rest]
 
 
 class ConsumerOps:
@@ -278,7 +286,7 @@ def ensure_groups(ops: Sequence[ConsumerOps], starting_position: str) -> list[bo
             if not exists or not any(text(as_map(g)[b"name"]) == op.group for g in groups):
                 todo.append(op)
         earliest: dict[str, tuple[str, int]] = {}
-        if todo and starting_position in ("earliest", "0"):
+        if todo and is_earliest(starting_position):
             infos = pipeline(ops[0].redis, [("XINFO", "STREAM", op.stream) for op in todo])
             raise_unless_missing(infos)
             for op, info in zip(todo, infos, strict=True):
@@ -312,7 +320,7 @@ def _create_one(op: ConsumerOps, starting_position: str) -> bool:
             if text(g["name"]) == op.group:
                 return False
     earliest = (before_first_entry(op.redis, op.stream)
-                if starting_position in ("earliest", "0") else None)
+                if is_earliest(starting_position) else None)
     args = create_group_args(op.stream, op.group, starting_position, earliest)
     try:
         op.redis.execute_command(*args)

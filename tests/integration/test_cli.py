@@ -118,7 +118,9 @@ def test_group_create_at_a_timestamp_and_seek_refused_under_a_live_query(redis_s
         assert "A running query reads the group" in forced.stdout
     finally:
         reader.stop()
-    assert _group_info(r, s, g)["last-delivered-id"].decode() == f"999-{2**64 - 1}"
+    info = _group_info(r, s, g)
+    assert info["last-delivered-id"].decode() == f"999-{2**64 - 1}"
+    assert (info["entries-read"], info["lag"]) == (0, 10)  # ENTRIESREAD set: the lag is exact
     latest = _cli("--url", redis_server.url, "group", "seek", "--stream", s, "--group", g,
                   "--to", "latest")
     assert latest.returncode == 0 and f"after {ids[-1]}" in latest.stdout
