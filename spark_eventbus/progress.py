@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .loss_reports import SourceMetrics
-from .redisio import ConsumerOps, GroupStats
+from .redisio import ConsumerOps, GroupStats, total_lag
 
 # The per-stream part of a progress report at most (JSON bytes); with the aggregates the
 # source's part of a progress event stays under 64 KB however many streams a query reads.
@@ -55,7 +55,7 @@ def report(ops: Mapping[str, ConsumerOps], found: list[GroupStats],
         "streams": len(names), "streamsNotShown": len(names) - len(out),
         "claimed": sum(c for c, _ in m.planned.values()),
         "reclaimed": sum(r for _, r in m.planned.values()),
-        "entriesBehind": sum(known) if len(known) == len(found) else None,
+        "entriesBehind": total_lag(found),
         "entriesBehindMin": min(known, default=None),
         "entriesBehindAvg": round(sum(known) / len(known), 1) if known else None,
         "entriesBehindMax": max(known, default=None),

@@ -7,7 +7,9 @@ its no-op provider records nothing. Never fails a query: a recording error is lo
 Instruments (attributes ``redis.client.consumer_group`` and, within the bound below,
 ``redis.client.stream.name``, as redis-py names them):
 
-* ``eventbus.stream.entries_behind`` (gauge, ``{entry}``): each group's lag as last reported;
+* ``eventbus.stream.entries_behind`` (gauge, ``{entry}``): each group's lag as last reported
+  (a stream whose lag the server does not know has no point; the total none while any is
+  unknown, as progress's ``entriesBehind`` is null then);
   ``eventbus.stream.pending`` (gauge): its pending entries;
 * ``redis.client.stream.lag`` (histogram, seconds): how old the entries of a batch are when it
   is planned, from their IDs' time — one observation per claimed range (its oldest entry) and
@@ -37,7 +39,7 @@ from .factories import call_factory
 from .ids import StreamId
 from .loss_reports import SourceMetrics
 from .offsets import StreamBatch
-from .redisio import GroupStats
+from .redisio import GroupStats, total_lag
 
 log = logging.getLogger("spark_eventbus")
 
@@ -173,7 +175,9 @@ class Telemetry:
             # every series it has seen, so "the most behind" would pile up over time
             top = known if len(names) <= STREAM_SERIES else []
             behind = [(s.lag or 0, self._attrs(n)) for n, s in top]
-            behind.append((sum(s.lag or 0 for _, s in known), self._attrs()))
+            total = total_lag(found)
+            if total is not None:  # a total with an unknown part is unknown: left out
+                behind.append((total, self._attrs()))
             pending = [(s.pending, self._attrs(n)) for n, s in top if s.pending is not None]
             pending.append((sum(s.pending for s in found if s.pending is not None),
                             self._attrs()))

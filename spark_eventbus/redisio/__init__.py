@@ -39,7 +39,7 @@ from .losses import (
     xrange_each,
 )
 from .markers import delete_keys, forget_batches, record_markers
-from .probes import GroupStats, Probe
+from .probes import GroupStats, Probe, checked_lag, total_lag
 from .produce import NO_TRIM, Trim, add_chunk, write_chunk
 from .scripts import run_script, script_text
 from .streams import (
@@ -78,6 +78,7 @@ __all__ = [
     "capabilities_of",
     "check_scripting",
     "check_streams",
+    "checked_lag",
     "claims",
     "client",
     "consumer_taken_over",
@@ -106,6 +107,7 @@ __all__ = [
     "stream_exists",
     "stream_span",
     "text",
+    "total_lag",
     "translate",
     "wait_for_writes",
     "write_chunk",

@@ -23,6 +23,7 @@ from .credentials import check_credentials
 from .deadletter import replay_page
 from .group import before_first_entry, create_group_args, is_earliest, position_args
 from .losses import accept_losses, loss_records
+from .probes import checked_lag
 from .retention import TrimReport, trim_acked
 from .streams import key_type, stream_exists, text
 
@@ -184,18 +185,23 @@ def accept_loss(r: Redis, stream: str, group: str, consumer: str | None, seq: in
 
 
 def status(r: Redis, stream: str, group: str | None, dlq: str) -> dict[str, Any]:
-    """Per group: lag, pending, last delivered ID, consumers (idle ms, pending), and the
-    batches its queries stopped on because entries were missing at replay."""
+    """Per group: lag (the reader's rule, :func:`.probes.checked_lag`), pending, last
+    delivered ID, consumers (idle ms, pending), and the batches its queries stopped on because
+    entries were missing at replay."""
     if not stream_exists(r, stream):
         raise EventBusError(f"stream {stream!r} does not exist")
     info: Any = r.xinfo_stream(stream)
+    newest, oldest = (text(info[k][0]) if info.get(k) else None
+                      for k in ("last-entry", "first-entry"))
     groups = []
     for g in r.xinfo_groups(stream):
         name = text(g["name"])
         if group is not None and name != group:
             continue
         members = consumers(r, stream, name)  # XINFO CONSUMERS once per group
-        groups.append({"group": name, "lag": g.get("lag"), "pending": int(g["pending"]),
+        lag = checked_lag(g.get("lag"), g.get("entries-read"), text(g["last-delivered-id"]),
+                          newest, oldest, int(info["length"]))
+        groups.append({"group": name, "lag": lag, "pending": int(g["pending"]),
                        "last_delivered_id": text(g["last-delivered-id"]),
                        "consumers": members,
                        "stopped_on_lost_entries": [

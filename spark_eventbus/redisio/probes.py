@@ -60,6 +60,13 @@ def checked_lag(lag: int | None, entries_read: int | None, last_delivered: str |
     return lag
 
 
+def total_lag(found: Sequence[GroupStats]) -> int | None:
+    """The one rule for a total over streams: the sum of the groups' lags, unknown (None) when
+    any of them is (progress shows it null, telemetry leaves the total out)."""
+    lags = [s.lag for s in found]
+    return None if None in lags else sum(x for x in lags if x is not None)
+
+
 @dataclass(frozen=True)
 class Probe:
     """One stream's group as ``XINFO GROUPS`` and ``XINFO STREAM`` show it. ``group`` False: the
