@@ -95,7 +95,7 @@ def register_prototype(spark: Any, url: str) -> None:
             assert isinstance(partition, Share)
             p = partition
             spec = ReadSpec(ConnectionSpec(url), None, None, False, "payload", None, True, "none")
-            rc = client(spec.conn, raw_entries=True)
+            rc = client(spec.conn)
             build = _builder(spec)
             conn = rc.connection_pool.get_connection()
             left, key = p.budget, record_key(p.group, p.seq, p.k)

@@ -87,5 +87,5 @@ def trim_acked(ops: Sequence[ConsumerOps]) -> int:
     removed = 0
     for op in ops:
         with redis_errors(f"trimming acked entries ({where([op])})", op.spec):
-            removed += retention.trim_acked(op.redis, None, op.stream, exact=False).entries
+            removed += retention.trim_acked(op.redis, op.stream, exact=False).entries
     return removed

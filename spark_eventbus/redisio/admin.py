@@ -296,7 +296,7 @@ class Admin:
                     f"stream {stream!r} does not exist at {self.spec.display}: nothing to trim. "
                     "Check the name (`eventbus status --stream-pattern '<glob>'` lists the "
                     "streams a pattern matches).")
-            return trim_acked(r, client(self.spec, raw_entries=True), stream, dry_run)
+            return trim_acked(r, stream, dry_run, count=True)
 
     def forget_consumer(self, stream: str, group: str, name: str, to: str) -> int:
         return self._call("running consumer forget", forget_consumer, stream, group, name, to)

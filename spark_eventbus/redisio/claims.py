@@ -23,7 +23,7 @@ from .boundary import redis_errors
 from .deadletter import dead_letter
 from .group import ClaimResult, ConsumerOps, ReclaimResult, where
 from .scripts import run_scripts
-from .streams import entry_sizes, read_entries, text
+from .streams import entry_sizes, read_entries, text, xrange
 from .wire import pipeline
 
 
@@ -42,7 +42,7 @@ def claim(asks: Sequence[ClaimAsk], run: str, seq: int, fail_on_loss: bool,
     """Claim for each ask with one ``XREADGROUP >`` recorded in the plan of batch ``seq``.
 
     Three steps per stream: ``claim.lua`` checks for lost entries and writes the claim's
-    intent into the plan; the driver's raw client runs the XREADGROUP (raw replies: no Lua
+    intent into the plan; the driver runs the XREADGROUP on the wire (replies as sent: no Lua
     table of the entries in Redis, no dict per entry here); ``claim_record.lua`` records the
     chunk. ``bytes_left`` (``maxBytesPerTrigger``; one ask only): the entries after the
     group's position are sized first (one ``XRANGE``) and only those that fit are claimed
@@ -60,8 +60,7 @@ def claim(asks: Sequence[ClaimAsk], run: str, seq: int, fail_on_loss: bool,
         reading = [i for i, res in enumerate(intents) if text(res[0]) == "read"]
         if bytes_left is not None and reading:
             op = ops[0]
-            ahead = op.raw.execute_command("XRANGE", op.stream, "(" + text(intents[0][4]), "+",
-                                           "COUNT", counts[0])
+            ahead = xrange(op.redis, op.stream, "(" + text(intents[0][4]), "+", counts[0])
             counts[0] = entries_within(entry_sizes(ahead or []), bytes_left, batch_empty)
         entries: list[list[Any] | None] = [None] * len(asks)
         chunks: list[ClaimedRange | None] = [None] * len(asks)
@@ -69,7 +68,7 @@ def claim(asks: Sequence[ClaimAsk], run: str, seq: int, fail_on_loss: bool,
             if counts[i] <= 0:  # nothing fits the byte budget: the intent is closed empty
                 entries[i] = []
         sent = [i for i in reading if counts[i] > 0]
-        read = pipeline(ops[0].raw, [asks[i].op.xreadgroup(counts[i]) for i in sent])
+        read = pipeline(ops[0].redis, [asks[i].op.xreadgroup(counts[i]) for i in sent])
         failed = [reply for reply in read if isinstance(reply, Exception)]
         for i, reply in zip(sent, read, strict=True):
             if not isinstance(reply, Exception):

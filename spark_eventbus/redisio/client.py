@@ -269,57 +269,14 @@ def is_cluster(r: Redis) -> bool:
     return isinstance(r, RedisCluster)
 
 
-def _raw(reply: Any, **kw: Any) -> Any:
-    return reply
-
-
-# Commands whose replies a raw client leaves as hiredis gives them.
-_RAW_COMMANDS = ("XRANGE", "XREADGROUP")
-
-
-def _set_raw(node: redis.Redis) -> None:
-    for command in _RAW_COMMANDS:
-        node.set_response_callback(command, _raw)
-
-
-def _raw_replies(r: Redis) -> Redis:
-    """XRANGE and XREADGROUP replies as hiredis gives them (lists of ``[id, [field, value,
-    ...]]``), not dicts: the executors build Arrow columns from them directly, duplicate field
-    names survive, and a claim costs no Python object per field. Only ever applied to a client
-    of its own (see :func:`client`)."""
-    if isinstance(r, RedisCluster):
-        # A cluster client parses each reply with the client of the node that sent it: set the
-        # callback on the node clients this instance has, and on those it makes later (after
-        # a reshard or failover shows it new nodes).
-        nodes = r.nodes_manager
-        make_node = nodes.create_redis_node
-
-        def create_redis_node(host: str, port: int, **kwargs: Any) -> redis.Redis:
-            node = make_node(host, port, **kwargs)
-            _set_raw(node)
-            return node
-
-        nodes.create_redis_node = create_redis_node  # type: ignore[method-assign]
-        for node in nodes.nodes_cache.values():
-            if node.redis_connection is not None:
-                _set_raw(node.redis_connection)
-        return r
-    _set_raw(r)
-    return r
-
-
-_clients: dict[tuple[ConnectionSpec, bool], Redis] = {}
+_clients: dict[ConnectionSpec, Redis] = {}
 _lock = threading.Lock()
 
 
-def client(spec: ConnectionSpec, *, raw_entries: bool = False) -> Redis:
-    """The cached client of this process for ``spec``. ``raw_entries=True`` gives a separate
-    client whose XRANGE/XREADGROUP replies stay raw (never the shared one: its callbacks stay
-    default)."""
-    key = (spec, raw_entries)
+def client(spec: ConnectionSpec) -> Redis:
+    """The cached client of this process for ``spec``."""
     with _lock:
-        c = _clients.get(key)
+        c = _clients.get(spec)
         if c is None:
-            c = new_client(spec)
-            _clients[key] = _raw_replies(c) if raw_entries else c
+            c = _clients[spec] = new_client(spec)
         return c

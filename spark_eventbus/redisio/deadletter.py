@@ -25,7 +25,7 @@ from .boundary import redis_errors
 from .client import ConnectionSpec, client, is_cluster
 from .durability import WAIT_MEMBER, Barrier, wait_for_writes
 from .scripts import run_script
-from .streams import text, xack
+from .streams import text, xack, xrange
 from .wire import pipeline, raise_first
 
 # Markers live only between steps 2 and 3; the TTL removes those of a move that never resumed.
@@ -96,9 +96,8 @@ def replay_page(spec: ConnectionSpec, dlq: str, target: str, count: int, after: 
                             what)
         return int(moved), int(kept), text(last)
 
-    raw = client(spec, raw_entries=True)
     start = "-" if after == "-" else f"({after}"
-    page = raw.execute_command("XRANGE", dlq, start, "+", "COUNT", count)
+    page = xrange(r, dlq, start, "+", count)
     if not page:
         return 0, 0, after
     args: list[Any] = [MARKER_TTL_MS]

@@ -135,7 +135,6 @@ class ConsumerOps:
         self.plan_key = plan_key(stream, group, consumer)
         self.lease_key = lease_key(stream, group, consumer)
         self.redis = client(spec)
-        self.raw = client(spec, raw_entries=True)  # XREADGROUP replies as hiredis gives them
         self.cache_ack_ids = cache_ack_ids
         self._ack_ids: dict[ClaimedRange, bytes] = {}  # claimed chunk -> its IDs, RESP bulk strings
         self._ack_ids_bytes = 0

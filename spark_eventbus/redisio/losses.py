@@ -27,7 +27,7 @@ _PEL_PAGE = 1000
 
 def xrange_each(r: Redis, stream: str, ids: Sequence[str]) -> list[Any]:
     """``XRANGE stream id id`` for each of ``ids``, pipelined: the entry, or None where the
-    stream no longer holds it (raw replies with a ``client(spec, raw_entries=True)``)."""
+    stream no longer holds it (entries as the server sent them)."""
     found = raise_first(pipeline(r, [("XRANGE", stream, entry_id, entry_id) for entry_id in ids]))
     return [res[0] if res else None for res in found]
 

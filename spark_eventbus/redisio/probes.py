@@ -231,7 +231,7 @@ def available(ops: Sequence[ConsumerOps], need: int) -> list[int | None]:
     out = [s.lag for s in found]
     if count and need <= COUNT_AHEAD_MAX:
         with redis_errors(f"counting new entries ({where(ops)})", ops[0].spec):
-            ahead = raise_first(pipeline(ops[0].raw, [
+            ahead = raise_first(pipeline(ops[0].redis, [
                 ("XRANGE", ops[i].stream, "(" + str(found[i].last_delivered), "+", "COUNT",
                  need) for i in count]))
         for i, got in zip(count, ahead, strict=True):

@@ -1,7 +1,7 @@
 """What an executor task sends to replay its part of a micro-batch (``partition_reader``): paged
 ``XRANGE`` of claimed ranges and batch-read ranges, pipelined ``XRANGE id id`` of reclaimed IDs,
-and the bookkeeping of entries found missing. Raw replies (``client(spec, raw_entries=True)``);
-redis-py errors are translated here, naming the stream."""
+and the bookkeeping of entries found missing. Entries as the server sent them
+(:func:`.wire.pipeline`); redis-py errors are translated here, naming the stream."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def read_ranges(spec: ConnectionSpec, ranges: Sequence[tuple[str, str, str, int]
     shown = ", ".join(repr(s) for s in streams[:3]) + (
         f" and {len(streams) - 3} more" if len(streams) > 3 else "")
     with redis_errors(f"reading streams {shown}", spec):
-        got = raise_first(pipeline(client(spec, raw_entries=True), [
+        got = raise_first(pipeline(client(spec), [
             ("XRANGE", stream, first, last, "COUNT", n) for stream, first, last, n in ranges]))
         return [list(g or []) for g in got]
 
@@ -38,7 +38,7 @@ class StreamReplay:
     def __init__(self, spec: ConnectionSpec, stream: str) -> None:
         self.spec = spec
         self.stream = stream
-        self.redis = client(spec, raw_entries=True)
+        self.redis = client(spec)
 
     def pages(self, first: str, last: str, page: int) -> Iterator[list[Any]]:
         """``XRANGE stream first last`` in pages of at most ``page`` raw entries."""

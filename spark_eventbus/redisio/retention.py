@@ -55,9 +55,9 @@ def group_positions(r: Redis, stream: str) -> list[GroupPosition]:
     return out
 
 
-def _count(raw: Redis, stream: str, keep_from: StreamId) -> tuple[int, int]:
+def _count(r: Redis, stream: str, keep_from: StreamId) -> tuple[int, int]:
     entries = size = 0
-    for page in xrange_pages(raw, stream, "-", f"({keep_from}", COUNT_PAGE):
+    for page in xrange_pages(r, stream, "-", f"({keep_from}", COUNT_PAGE):
         entries += len(page)
         size += sum(entry_sizes(page))
     return entries, size
@@ -80,11 +80,11 @@ def _trim(r: Redis, stream: str, bound: TrimBound, groups: int, exact: bool
     return "ok", total
 
 
-def trim_acked(r: Redis, raw: Redis | None, stream: str, dry_run: bool = False,
-               exact: bool = True) -> TrimReport:
+def trim_acked(r: Redis, stream: str, dry_run: bool = False, exact: bool = True,
+               count: bool = False) -> TrimReport:
     """Trim ``stream`` to the oldest entry any group still needs; never past a group that lags,
-    never an entry pending anywhere. ``raw`` (a raw-entries client): count the entries and
-    bytes removed first (the CLI); None: don't (the reader's ``trimAcked``). ``exact``:
+    never an entry pending anywhere. ``count``: count the entries and bytes removed first (the
+    CLI; not the reader's ``trimAcked``). ``exact``:
     ``MINID =`` (exactly the entries before the bound), else ``~`` (whole nodes only, bounded
     work). Idempotent."""
     groups: list[GroupPosition] = []
@@ -94,10 +94,10 @@ def trim_acked(r: Redis, raw: Redis | None, stream: str, dry_run: bool = False,
         groups = group_positions(r, stream)
         bound: TrimBound = trim_bound(groups)
         entries, size = 0, -1
-        if bound.keep_from is not None and raw is not None:
-            entries, size = _count(raw, stream, bound.keep_from)
+        if bound.keep_from is not None and count:
+            entries, size = _count(r, stream, bound.keep_from)
         if dry_run or bound.keep_from is None:
-            return TrimReport(stream, dry_run, entries, max(size, 0) if raw else size,
+            return TrimReport(stream, dry_run, entries, max(size, 0) if count else size,
                               None if bound.keep_from is None else str(bound.keep_from),
                               bound.held_by, len(groups), int(r.xlen(stream)) - entries)
         status, removed = _trim(r, stream, bound, len(groups), exact)

@@ -42,13 +42,22 @@ def is_stream_kind(key: str, kind: str, fix: str = "") -> bool:
     return kind == "stream"
 
 
+def xrange(r: Redis, stream: str, start: str, end: str, count: int) -> list[Any]:
+    """``XRANGE stream start end COUNT count``, its entries as the server sent them (lists of
+    ``[id, [field, value, ...]]``, through :func:`.wire.pipeline`, like every entry the package
+    reads: Arrow columns are built from them directly, duplicate field names survive, and no
+    Python object is made per field)."""
+    return list(raise_first(pipeline(r, [("XRANGE", stream, start, end, "COUNT", count)]))[0]
+                or [])
+
+
 def xrange_pages(r: Redis, stream: str, start: str, end: str, page: int
                  ) -> Iterator[list[Any]]:
-    """``XRANGE stream start end`` in pages of at most ``page`` entries (raw replies with a
-    ``client(spec, raw_entries=True)``); each call is bounded, whatever the range."""
+    """:func:`xrange` in pages of at most ``page`` entries; each call is bounded, whatever the
+    range."""
     lo = start
     while True:
-        got = r.execute_command("XRANGE", stream, lo, end, "COUNT", page)
+        got = xrange(r, stream, lo, end, page)
         if got:
             yield got
         if len(got) < page:
