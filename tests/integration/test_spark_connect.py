@@ -76,8 +76,10 @@ def test_writes_from_client_threads_need_no_register(connect_server, redis_serve
          "--url", redis_server.url, "--source", names["stream"], "--prefix", prefix],
         capture_output=True, text=True, timeout=600, env=_client_env())
     assert run.returncode == 0, run.stderr[-3000:]
-    assert json.loads(run.stdout.strip().splitlines()[-1]) == {"writes": [None] * 4,
-                                                               "stream": None, "register": None}
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got == {"writes": [None] * 4, "stream": None, "register": None}, (
+        json.dumps(got, indent=1)[:6000] + "\nconnect server log:\n"
+        + (connect_server.workdir / "connect-server.log").read_text(errors="replace")[-6000:])
     for i in range(4):
         entries = [f for _, f in r.xrange(f"{prefix}:{i}")]
         assert Counter(int(f[b"n"]) for f in entries) == Counter(range(500))
