@@ -45,8 +45,8 @@ ROLES: dict[str, tuple[str, ...]] = {
     "sink": (*_CONNECT, *_SCRIPTS, "type", "xadd", "xtrim", "time", "sismember", "sadd", "srem",
              "pexpire", "watch", "multi", "exec", "discard", "hset", "hgetall", "hdel", "unlink",
              *_WAIT),
-    # foreachBatch(AckingBatchWriter): XACK, dead_letter.lua; across cluster slots the marked
-    # steps of redisio/deadletter.py.
+    # foreachBatch(AckingBatchWriter): XACK; dead letters moved in the marked steps of
+    # redisio/deadletter.py (XPENDING, XRANGE, dead_letter_add.lua, XACK).
     "acking-writer": (*_CONNECT, *_SCRIPTS, "xack", "xpending", "xrange", "xadd", "sismember",
                       "sadd", "srem", "pexpire", *_WAIT),
     # eventbus status (with the loss records), dlq list/show/replay, group create/seek (checks
@@ -83,7 +83,7 @@ def rule(role: str, streams: Iterable[str], dead_letter_stream: str | None = Non
         raise ValueError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
     commands = ROLES[role] + (CLUSTER if cluster else ()) \
         + (_WAIT_AOF if wait_aof and role in _WRITERS else ())
-    if role == "streaming-reader" and dead_letter_stream:  # maxDeliveries: reclaim.lua XADDs
+    if role == "streaming-reader" and dead_letter_stream:  # maxDeliveries: the dead-letter move
         commands += ("xadd", "sismember", "sadd", "srem")
     keys = key_patterns(role, streams, dead_letter_stream)
     return " ".join(["resetkeys", *(f"~{k}" for k in keys), "resetchannels", "-@all",

@@ -171,7 +171,7 @@ class Claimer:
                                       min(page, want[name] - len(taken[name])))
                     for name, op in active]
             results = claims.reclaim(asks, o.claim_min_idle_ms, run, seq, o.max_deliveries,
-                                     o.dead_letter_stream, protect_from)
+                                     protect_from)
             more = []
             for (name, op), res in zip(active, results, strict=True):
                 taken[name] += res.taken
@@ -189,7 +189,7 @@ class Claimer:
         o = self.options
         self.ledger.count(run, seq, len(res.taken), res.bytes)
         self._took(name, 0, len(res.taken))
-        dead = res.dead_lettered
+        dead = 0
         if res.poison:
             assert o.dead_letter_stream is not None
             dead += claims.dead_letter_poison(op, o.dead_letter_stream, [

@@ -181,7 +181,20 @@ def spell(setting: str, style: str = "option") -> str:
     return {"option": f"option '{word}'", "argument": f"argument '{word}'"}.get(style, word)
 
 
-def _check_range(value: int, lo: int, hi: int, setting: str, style: str, fix: str) -> int:
+# The ranges of the connection's whole-number settings, and why (the option table's parsers and
+# connection_spec both read them from here).
+RANGES: dict[str, tuple[int, int, str]] = {
+    "failoverTimeoutMs": (0, 3_600_000, "it bounds how long a promotion or restart is waited "
+                          "out (0: not at all)"),
+    "waitReplicas": (0, 100, "it is how many replicas must have each write the guarantees "
+                     "rest on; 0 does not wait"),
+    "waitTimeoutMs": (1, MAX_WAIT_TIMEOUT_MS, "it bounds how long a write waits for its "
+                      "replicas, below the client's 60 s socket timeout"),
+}
+
+
+def _check_range(value: int, setting: str, style: str) -> int:
+    lo, hi, fix = RANGES[setting]
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise ConfigError(f"{spell(setting, style)} = {value!r} is invalid: expected a whole "
                           f"number from {lo} to {hi}; {fix}.")
@@ -221,13 +234,9 @@ def connection_spec(url: str, password: str | None = None, tls_ca_cert: str | No
         raise ConfigError(f"{spell('url', style)} is a unix socket, which Sentinel cannot "
                           "point at: use redis:// (or rediss://) with the database and "
                           "credentials of the data nodes, e.g. redis://user@/0.")
-    _check_range(failover_timeout_ms, 0, 3_600_000, "failoverTimeoutMs", style,
-                 "it bounds how long a promotion or restart is waited out (0: not at all)")
-    _check_range(wait_replicas, 0, 100, "waitReplicas", style,
-                 "it is how many replicas must have each write the guarantees rest on")
-    _check_range(wait_timeout_ms, 1, MAX_WAIT_TIMEOUT_MS, "waitTimeoutMs", style,
-                 "it bounds how long a write waits for its replicas, below the client's 60 s "
-                 "socket timeout")
+    _check_range(failover_timeout_ms, "failoverTimeoutMs", style)
+    _check_range(wait_replicas, "waitReplicas", style)
+    _check_range(wait_timeout_ms, "waitTimeoutMs", style)
     if not isinstance(wait_aof, bool):
         raise ConfigError(f"{spell('waitAof', style)} = {wait_aof!r} is invalid: use true or "
                           "false.")

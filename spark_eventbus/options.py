@@ -20,16 +20,15 @@ from __future__ import annotations
 import difflib
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .connection import (
     DEFAULT_FAILOVER_TIMEOUT_MS,
     DEFAULT_URL,
     DEFAULT_WAIT_TIMEOUT_MS,
-    MAX_WAIT_TIMEOUT_MS,
+    RANGES,
     ConnectionSpec,
-    check_tls,
     connection_spec,
     parse_sentinels,
 )
@@ -103,15 +102,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("sentinelMaster", "sentinel_master", optional_name, None, ALL),
     Option("sentinelUsername", "sentinel_username", secret, None, ALL),
     Option("sentinelPassword", "sentinel_password", secret, None, ALL),
-    Option("failoverTimeoutMs", "failover_timeout_ms",
-           whole(0, 3_600_000, "it bounds how long a promotion or restart is waited out"),
+    Option("failoverTimeoutMs", "failover_timeout_ms", whole(*RANGES["failoverTimeoutMs"]),
            DEFAULT_FAILOVER_TIMEOUT_MS, ALL),
-    Option("waitReplicas", "wait_replicas",
-           whole(0, 100, "it is how many replicas must have each write the guarantees rest "
-                 "on; 0 does not wait"), 0, ALL),
-    Option("waitTimeoutMs", "wait_timeout_ms",
-           whole(1, MAX_WAIT_TIMEOUT_MS, "it bounds how long a write waits for its replicas, "
-                 "below the client's 60 s socket timeout"), DEFAULT_WAIT_TIMEOUT_MS, ALL),
+    Option("waitReplicas", "wait_replicas", whole(*RANGES["waitReplicas"]), 0, ALL),
+    Option("waitTimeoutMs", "wait_timeout_ms", whole(*RANGES["waitTimeoutMs"]),
+           DEFAULT_WAIT_TIMEOUT_MS, ALL),
     Option("waitAof", "wait_aof", boolean, False, ALL),
     Option("stream", "streams", stream_list, (), READS),
     Option("streamPattern", "stream_pattern", optional_name, None, READS),
@@ -246,15 +241,12 @@ def _parse(raw: Mapping[str, Any], mode: str, family: frozenset[str], warn: bool
     return values, set(given)
 
 
-def _check_connection(v: dict[str, Any]) -> None:
-    """The rules across connection options (the Sentinel pair, a unix URL), before any task."""
-    connection_spec(v["url"], v["password"], sentinels=v["sentinels"],
-                    sentinel_master=v["sentinel_master"],
-                    failover_timeout_ms=v["failover_timeout_ms"],
-                    wait_replicas=v["wait_replicas"], wait_timeout_ms=v["wait_timeout_ms"],
-                    wait_aof=v["wait_aof"], password_file=v["password_file"],
-                    username_file=v["username_file"],
-                    credential_provider=v["credential_provider"])
+def _spec(values: Mapping[str, Any]) -> ConnectionSpec:
+    """The :class:`ConnectionSpec` of parsed option values (the fields of :class:`_Connected`,
+    named as :func:`.connection.connection_spec` names its settings): the one place options
+    become a spec, and where the rules across them are checked (TLS files, the Sentinel pair,
+    a unix URL, the ranges), before any task."""
+    return connection_spec(**{name: values[name] for name in _SPEC_FIELDS})
 
 
 # -- reads ---------------------------------------------------------------------------------------
@@ -284,14 +276,10 @@ class _Connected:
 
     @property
     def connection(self) -> ConnectionSpec:
-        return connection_spec(
-            self.url, self.password, self.tls_ca_cert, self.tls_cert_file, self.tls_key_file,
-            sentinels=self.sentinels, sentinel_master=self.sentinel_master,
-            sentinel_username=self.sentinel_username, sentinel_password=self.sentinel_password,
-            failover_timeout_ms=self.failover_timeout_ms, wait_replicas=self.wait_replicas,
-            wait_timeout_ms=self.wait_timeout_ms, wait_aof=self.wait_aof,
-            password_file=self.password_file, username_file=self.username_file,
-            credential_provider=self.credential_provider)
+        return _spec({name: getattr(self, name) for name in _SPEC_FIELDS})
+
+
+_SPEC_FIELDS = tuple(f.name for f in fields(_Connected))
 
 
 @dataclass(frozen=True)
@@ -346,8 +334,7 @@ def parse_reader_options(raw: Mapping[str, Any], *, streaming: bool, warn: bool 
     logs a warning for options the mode (streaming or batch) ignores.
     """
     v, given = _parse(raw, STREAMING if streaming else BATCH, READS, warn)
-    check_tls(v)
-    _check_connection(v)
+    _spec(v)
     if v["stream_pattern"] is not None:
         if v["streams"]:
             raise ConfigError(
@@ -437,8 +424,7 @@ def parse_sink_options(raw: Mapping[str, Any], *, warn: bool = True) -> SinkOpti
     rows with a ``stream`` column (checked against the schema by the sink).
     """
     v, _ = _parse(raw, SINK, frozenset({SINK}), warn)
-    check_tls(v)
-    _check_connection(v)
+    _spec(v)
     if not v["idempotent"] and (v["wait_replicas"] > 0 or v["wait_aof"]):
         raise ConfigError("options 'waitReplicas'/'waitAof' need option 'idempotent' = true: "
                           "the wait confirms a task's chunks by their idempotency markers on "

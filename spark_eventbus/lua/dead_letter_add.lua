@@ -1,5 +1,5 @@
--- Dead-lettering across slots (Redis Cluster, dead-letter stream and source stream in different
--- slots), the step in the dead-letter stream's slot: add entries to the dead-letter stream
+-- Dead-lettering (redisio/deadletter.py: the one move, wherever the two streams live), the step
+-- in the dead-letter stream's slot: add entries to the dead-letter stream
 -- unless the marker set says an earlier attempt already added them. The caller first read the
 -- fields of the entries still pending in the source (their slot), and afterwards XACKs them
 -- there and removes their markers: a replay finds them either no longer pending or marked.

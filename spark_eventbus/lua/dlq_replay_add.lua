@@ -1,4 +1,4 @@
--- `eventbus dlq replay` across slots (Redis Cluster), the step in the target stream's slot: add
+-- `eventbus dlq replay` (redisio/deadletter.py: the one move), the step in the target's slot: add
 -- dead-lettered entries back to the target (without their dlq.* fields) unless the marker set
 -- says an earlier attempt already did. The caller read them from the dead-letter stream, and
 -- afterwards XDELs them there and removes their markers: an interrupted replay adds no entry

@@ -2,24 +2,21 @@
 -- older runs) with one XAUTOCLAIM call, and record them in the claim plan, atomically.
 -- XAUTOCLAIM without JUSTID bumps delivery counts (a reclaim is a delivery). Entries already in
 -- this batch's plan (crash residue) are left where they are. Entries delivered more than
--- MAX_DELIVERIES times are moved to the dead-letter stream and acked, in this same script.
+-- MAX_DELIVERIES times are returned, left pending, for the caller to move to the dead-letter
+-- stream (redisio/deadletter.py: the one move, wherever that stream lives).
 --
--- KEYS[1] stream, KEYS[2] plan key, KEYS[3] dead-letter stream (KEYS[1] when none, or when it
--- lives in another cluster slot: see ARGV[10]), KEYS[4] consumer lease key
+-- KEYS[1] stream, KEYS[2] plan key, KEYS[3] consumer lease key
 -- ARGV[1] group, ARGV[2] consumer, ARGV[3] min idle ms, ARGV[4] cursor, ARGV[5] count,
 -- ARGV[6] run, ARGV[7] seq, ARGV[8] max deliveries (0 = off), ARGV[9] oldest batch (seq) whose
 -- entries are still in flight or not yet acked: entries of its plan and later ones stay put,
--- ARGV[10] '1': dead-letter here; '0': return such entries (left pending) for the caller to
--- move across slots (redisio/deadletter.py), ARGV[11] lease token ('<run> <owner>'; '' = not
--- fenced)
--- Returns {next_cursor, {id, deliveries, id, deliveries, ...}, dead_lettered, {deleted ids no
---          plan of this run from ARGV[9] on holds},
---          {id, deliveries, ...} of entries to dead-letter (ARGV[10] = '0'),
+-- ARGV[10] lease token ('<run> <owner>'; '' = not fenced)
+-- Returns {next_cursor, {id, deliveries, id, deliveries, ...}, {deleted ids no plan of this
+--          run from ARGV[9] on holds}, {id, deliveries, ...} of entries to dead-letter,
 --          bytes of the taken entries (names + values: maxBytesPerTrigger)}; {'fenced', holder}:
 -- another query holds the consumer's lease, nothing was done.
-local stream, plan_key, dlq = KEYS[1], KEYS[2], KEYS[3]
+local stream, plan_key = KEYS[1], KEYS[2]
 local group, consumer = ARGV[1], ARGV[2]
-local other = lease_fence(KEYS[4], ARGV[11])
+local other = lease_fence(KEYS[3], ARGV[10])
 if other then return {'fenced', other} end
 local max_deliveries = tonumber(ARGV[8])
 
@@ -59,7 +56,7 @@ for _, id in ipairs(deleted) do
   if not in_plan(id) then gone[#gone + 1] = id end
 end
 
-local taken, dead, poison, size = {}, 0, {}, 0
+local taken, poison, size = {}, {}, 0
 for _, e in ipairs(claimed) do
   local id, fields = e[1], e[2]
   if not fields then
@@ -69,14 +66,9 @@ for _, e in ipairs(claimed) do
   elseif not in_plan(id) then
     local p = redis.call('XPENDING', stream, group, id, id, 1)
     local deliveries = (p[1] and p[1][4]) or 1
-    if max_deliveries > 0 and deliveries > max_deliveries and ARGV[10] ~= '1' then
+    if max_deliveries > 0 and deliveries > max_deliveries then
       poison[#poison + 1] = id
       poison[#poison + 1] = deliveries
-    elseif max_deliveries > 0 and deliveries > max_deliveries then
-      dead_letter(dlq, fields, 'delivered ' .. deliveries .. ' times (maxDeliveries=' ..
-                  max_deliveries .. ')', stream, id, group, deliveries)
-      redis.call('XACK', stream, group, id)
-      dead = dead + 1
     else
       plan.reclaimed[#plan.reclaimed + 1] = {id, deliveries}
       for _, f in ipairs(fields) do size = size + #f end
@@ -86,4 +78,4 @@ for _, e in ipairs(claimed) do
   end
 end
 if #taken > 0 then save_plan(plan_key, plan) end
-return {r[1], taken, dead, gone, poison, size}
+return {r[1], taken, gone, poison, size}

@@ -309,6 +309,6 @@ class Admin:
 
     def replay_dead_letters(self, source: str, target: str, limit: int | None
                             ) -> dict[str, int]:
-        self._scripts("dlq replay", "each page moves in one script, dlq_replay.lua")
+        self._scripts("dlq replay", "each page is added back by dlq_replay_add.lua")
         with redis_errors("running dlq replay", self.spec):
             return replay_dead_letters(self.spec, source, target, limit)

@@ -95,18 +95,17 @@ class ReclaimAsk:
 
 
 def reclaim(asks: Sequence[ReclaimAsk], min_idle_ms: int, run: str, seq: int,
-            max_deliveries: int, dead_letter_stream: str | None, protect_from: int
-            ) -> list[ReclaimResult]:
+            max_deliveries: int, protect_from: int) -> list[ReclaimResult]:
     """One atomic XAUTOCLAIM page per stream into the plan of batch ``seq``
     (``reclaim.lua``), pipelined per node; entries of plans ``>= protect_from`` are never
-    taken, poison entries are dead-lettered where the dead-letter stream shares the slot."""
+    taken, poison entries are returned for :func:`dead_letter_poison`."""
     if not asks:
         return []
     ops = [a.op for a in asks]
     with redis_errors(f"reclaiming idle entries ({where(ops)})", ops[0].spec):
         replies = run_scripts(ops[0].redis, "reclaim", [
             a.op.reclaim_call(a.cursor, a.count, min_idle_ms, run, seq, max_deliveries,
-                              dead_letter_stream, protect_from) for a in asks])
+                              protect_from) for a in asks])
     return [a.op.reclaim_result(res) for a, res in zip(asks, replies, strict=True)]
 
 

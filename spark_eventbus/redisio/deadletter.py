@@ -1,17 +1,18 @@
 """Moving entries between two streams exactly once: dead-lettering (source → dead-letter stream,
 then XACK) and the CLI's replay (dead-letter stream → target, then XDEL).
 
-On one node, or when both streams share a cluster slot, each move is one atomic Lua script
-(``dead_letter.lua``, ``dlq_replay.lua``). On Redis Cluster with the two streams in different
-slots no script may touch both, so a move takes three steps, each idempotent:
+One way for every layout — one node, one cluster slot, or two streams in different slots of a
+Redis Cluster (where no script may touch both) — each move in three steps, each idempotent:
 
 1. read the entries (still pending / still dead-lettered) byte for byte, in the source's slot;
 2. add them to the destination with a marker of each source ID, in one script in the
-   destination's slot — an entry whose marker exists was added by an earlier attempt;
+   destination's slot (``dead_letter_add.lua``, ``dlq_replay_add.lua``) — an entry whose
+   marker exists was added by an earlier attempt;
 3. XACK (or XDEL) them in the source's slot, then drop their markers.
 
 A retry after a crash between steps finds each entry either gone from the source (nothing to
-do) or marked (step 2 skips it), so no entry is added twice and none is lost.
+do) or marked (step 2 skips it), so no entry is added twice and none is lost. Dead letters are
+rare: a move costs a few round trips, not one per entry.
 """
 
 from __future__ import annotations
@@ -19,22 +20,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..keys import BOOKKEEPING_TTL_MS, dead_letter_marker_key, key_slot, replay_marker_key
-from .base import Redis
+from ..keys import BOOKKEEPING_TTL_MS, dead_letter_marker_key, replay_marker_key
 from .boundary import redis_errors
-from .client import ConnectionSpec, client, is_cluster
-from .durability import WAIT_MEMBER, Barrier, wait_for_writes
+from .client import ConnectionSpec, client
+from .durability import Barrier, wait_for_writes
 from .scripts import run_script
 from .streams import text, xack, xrange
 from .wire import pipeline, raise_first
 
 # Markers live only between steps 2 and 3; the TTL removes those of a move that never resumed.
 MARKER_TTL_MS = BOOKKEEPING_TTL_MS
-
-
-def same_slot(r: Redis, a: str, b: str) -> bool:
-    """Whether one script may touch both keys on this server."""
-    return not is_cluster(r) or key_slot(a) == key_slot(b)
 
 
 def dead_letter(spec: ConnectionSpec, source: str, dlq: str, group: str,
@@ -44,18 +39,6 @@ def dead_letter(spec: ConnectionSpec, source: str, dlq: str, group: str,
     longer pending for the group were moved (or acked) already and are skipped.
     Returns (moved, skipped)."""
     r = client(spec)
-    if same_slot(r, source, dlq):
-        args: list[Any] = [group]
-        for entry_id, reason, deliveries in entries:
-            args += [entry_id, reason, deliveries]
-        moved, skipped = run_script(r, "dead_letter", [source, dlq], args)
-        # waitReplicas: the move (dead letter + ack, one script) on the replicas before the
-        # caller goes on. A move lost with the primary would only mean a redelivery.
-        wait_for_writes(spec, [Barrier(dead_letter_marker_key(dlq, source, group),
-                                       MARKER_TTL_MS, create_member=WAIT_MEMBER)],
-                        f"dead-lettering entries to {dlq!r}")
-        return int(moved), int(skipped)
-
     # XPENDING's extended form: [[id, consumer, idle ms, times delivered]], or [] when not
     pending = raise_first(pipeline(r, [("XPENDING", source, group, entry_id, entry_id, 1)
                                        for entry_id, _, _ in entries]))
@@ -65,7 +48,7 @@ def dead_letter(spec: ConnectionSpec, source: str, dlq: str, group: str,
     found_all = raise_first(pipeline(r, [("XRANGE", source, entry_id, entry_id)
                                          for (entry_id, _, _), _ in live]))
     marker = dead_letter_marker_key(dlq, source, group)
-    args = [source, group, MARKER_TTL_MS]
+    args: list[Any] = [source, group, MARKER_TTL_MS]
     for ((entry_id, reason, deliveries), pel), found in zip(live, found_all, strict=True):
         fields = list(found[0][1]) if found else []  # deleted meanwhile: the dlq.* fields only
         args += [entry_id, reason, deliveries or str(int(pel[3])), len(fields), *fields]
@@ -89,13 +72,6 @@ def replay_page(spec: ConnectionSpec, dlq: str, target: str, count: int, after: 
     r = client(spec)
     marker = replay_marker_key(target, dlq)
     what = f"moving dead letters from {dlq!r} back to {target!r}"
-    if same_slot(r, dlq, target):
-        moved, kept, last = run_script(r, "dlq_replay", [dlq, target], [count, after])
-        if int(moved):  # waitReplicas: the page is on the replicas before it is reported
-            wait_for_writes(spec, [Barrier(marker, MARKER_TTL_MS, create_member=WAIT_MEMBER)],
-                            what)
-        return int(moved), int(kept), text(last)
-
     start = "-" if after == "-" else f"({after}"
     page = xrange(r, dlq, start, "+", count)
     if not page:

@@ -29,7 +29,6 @@ from ..offsets import ClaimedRange, StreamBatch
 from .base import Redis, ResponseError
 from .boundary import redis_errors
 from .client import ConnectionSpec, client
-from .deadletter import same_slot
 from .streams import entry_sizes, is_stream_kind, key_type, stream_exists, text
 from .wire import as_map, pipeline, raise_unless_missing
 
@@ -65,10 +64,9 @@ class ClaimResult:
 class ReclaimResult:
     cursor: str
     taken: tuple[tuple[str, int], ...]
-    dead_lettered: int
     deleted: tuple[str, ...]
-    # (id, deliveries) over maxDeliveries, left pending: their dead-letter stream is in another
-    # cluster slot, so the caller moves them (redisio.deadletter)
+    # (id, deliveries) over maxDeliveries, left pending for the caller to move to the
+    # dead-letter stream (redisio.deadletter)
     poison: tuple[tuple[str, int], ...] = ()
     bytes: int = 0  # of the taken entries (names + values)
 
@@ -191,24 +189,20 @@ class ConsumerOps:
     # -- reclaims ------------------------------------------------------------------------------
 
     def reclaim_call(self, cursor: str, count: int, min_idle_ms: int, run: str, seq: int,
-                     max_deliveries: int, dead_letter_stream: str | None, protect_from: int
-                     ) -> tuple[list[Any], list[Any]]:
+                     max_deliveries: int, protect_from: int) -> tuple[list[Any], list[Any]]:
         """KEYS and ARGV of ``reclaim.lua``: one XAUTOCLAIM pass of at most ``count`` entries
         (scans <= 10x that) into the plan of batch ``seq``; entries of plans ``>= protect_from``
         are never taken."""
-        here = dead_letter_stream is not None and same_slot(self.redis, self.stream,
-                                                             dead_letter_stream)
-        return ([self.stream, self.plan_key, dead_letter_stream if here else self.stream,
-                 self.lease_key],
+        return ([self.stream, self.plan_key, self.lease_key],
                 [self.group, self.consumer, min_idle_ms, cursor, count, run, str(seq),
-                 max_deliveries, protect_from, "1" if here else "0", self.lease_token])
+                 max_deliveries, protect_from, self.lease_token])
 
     def reclaim_result(self, res: list[Any]) -> ReclaimResult:
         """``reclaim.lua``'s reply; a lease another query took raises."""
         self.check_fence(res)
-        next_cursor, flat, dead, deleted, poison, size = res
-        return ReclaimResult(text(next_cursor), _pairs(flat), int(dead),
-                             tuple(text(d) for d in deleted), _pairs(poison), int(size))
+        next_cursor, flat, deleted, poison, size = res
+        return ReclaimResult(text(next_cursor), _pairs(flat), tuple(text(d) for d in deleted),
+                             _pairs(poison), int(size))
 
     def check_fence(self, reply: list[Any]) -> None:
         """A claim script's reply ``fenced``: another query holds this consumer now."""
