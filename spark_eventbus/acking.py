@@ -86,9 +86,8 @@ class AckingBatchWriter:
     Malformed rows are those with a non-null ``error`` column (``valueSchema`` failures) or
     failing ``is_valid``; they never reach the handler. A replayed batch moves no entry twice:
     the move skips entries no longer pending. The move of a chunk (XADD to the dead-letter
-    stream + XACK) is one Lua script when both streams share a node or cluster slot, else three
-    idempotent steps with a marker per entry in the dead-letter stream's slot
-    (:mod:`spark_eventbus.redisio.deadletter`).
+    stream + XACK) is three idempotent steps with a marker per entry in the dead-letter
+    stream's slot, on every layout (:mod:`spark_eventbus.redisio.deadletter`).
     """
 
     def __init__(self, handler: Handler, *, url: str = DEFAULT_URL, group: str,

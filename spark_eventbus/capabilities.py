@@ -48,7 +48,7 @@ def parse_version(text: str) -> tuple[int, int, int]:
 READER_SCRIPTS = "its claims, acks and plans are atomic scripts"
 SINK_SCRIPTS = ("a chunk whose transaction cannot run — a cluster slot on the move, an ACL "
                 "user without MULTI, its marker contended — is written by a Lua script instead")
-DEAD_LETTER_SCRIPTS = "each chunk of malformed rows is moved and acked in one script"
+DEAD_LETTER_SCRIPTS = "each chunk of malformed rows is added to the dead-letter stream by a script"
 
 
 def require_scripting(caps: Capabilities, what: str, server: str,
