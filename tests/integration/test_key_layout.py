@@ -332,8 +332,7 @@ def test_a_reclaim_is_fenced_by_the_lease_too(redis_server, names):
     from spark_eventbus.redisio import claims
 
     with pytest.raises(ConfigError, match="taken over"):
-        claims.reclaim([claims.ReclaimAsk(op, "0-0", 100)], 0, reader.driver.lease.run, 1, 0,
-                       None, 1)
+        claims.reclaim([claims.ReclaimAsk(op, "0-0", 100)], 0, reader.driver.lease.run, 1, 0, 1)
     pel = r.xpending(stream, group)
     assert pel["pending"] == 20 and pel["consumers"] == [
         {"name": b"dead-worker", "pending": 20}]  # still the dead worker's
