@@ -113,6 +113,10 @@ def test_the_fast_path_is_the_one_taken_on_a_single_node(redis_server, names, mo
     """A single node's pipeline is packed by hiredis and sent on one connection: never
     redis-py's Pipeline (whose per-command packing and reply callbacks cost several times the
     round trip at thousands of commands)."""
+    from spark_eventbus.redisio import wire
+
+    assert wire.PACKER == "hiredis"
+
     def refuse(*_a: Any, **_k: Any) -> Any:
         raise AssertionError("redis-py's Pipeline was used on a single node")
 

@@ -203,3 +203,15 @@ def test_xadd_commands_of_encoded_arrow_rows_are_what_redis_py_sends(stream, row
                 for t, b in rows if t is not None or b is not None]
     got = b"".join(xadd_commands(c) for c in chunks)
     assert got == b"".join(Connection().pack_commands(expected))
+
+
+def test_without_hiredis_commands_pack_to_the_same_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Executors that get the package as --py-files have redis-py but no hiredis: redis-py's
+    packer then gives the bytes hiredis gives (any argument type the package sends)."""
+    from spark_eventbus.redisio import wire
+
+    commands = [("XADD", "s", "*", "f", "é\x00", b"\xff\x00"), ("XACK", "s", "g", 1, 2.5),
+                ("EVALSHA", "a" * 40, 1, "k", "")]
+    with_hiredis = wire.pack(commands)
+    monkeypatch.setattr(wire, "_hiredis_pack", None)
+    assert b"".join(wire.pack(commands)) == b"".join(with_hiredis)
