@@ -121,13 +121,14 @@ def sink_marker_key(stream: str, query: str, batch: str, partition: int) -> str:
 
 def dead_letter_marker_key(dlq: str, source: str, group: str) -> str:
     """Set, in the dead-letter stream's slot: entries of (``source``, ``group``) already added
-    to ``dlq`` whose XACK in the source's slot may not have happened yet (Redis Cluster)."""
+    to ``dlq`` whose XACK in the source's slot may not have happened yet (every dead-letter
+    move: :mod:`.redisio.deadletter`)."""
     return derived_key(dlq, DLQ_MARKERS, source, group)
 
 
 def replay_marker_key(target: str, dlq: str) -> str:
     """Set, in ``target``'s slot: entries of ``dlq`` already added back to ``target`` whose
-    XDEL from ``dlq`` may not have happened yet (``eventbus dlq replay`` on Redis Cluster)."""
+    XDEL from ``dlq`` may not have happened yet (every ``eventbus dlq replay`` page)."""
     return derived_key(target, REPLAY_MARKERS, dlq)
 
 

@@ -28,7 +28,7 @@ from .boundary import GROUP_GONE_FIX, redis_errors, translate
 from .capabilities import capabilities_of, check_scripting, server_capabilities
 from .client import ConnectionSpec, Redis, client, is_cluster, new_client
 from .deadletter import dead_letter, dead_letter_entries, replay_page
-from .durability import WAIT_MEMBER, Barrier, preflight, wait_for_writes
+from .durability import Barrier, preflight, wait_for_writes
 from .group import ClaimResult, ConsumerOps, ReclaimResult, consumer_taken_over, ensure_groups
 from .losses import (
     accept_losses,
@@ -58,7 +58,6 @@ __all__ = [
     "ACK_CHUNK",
     "GROUP_GONE_FIX",
     "NO_TRIM",
-    "WAIT_MEMBER",
     "Barrier",
     "ClaimResult",
     "ConnectionSpec",

@@ -63,14 +63,12 @@ class Barrier:
     """One key's part of a barrier: ``key`` (ours, on the node that took the writes) is
     touched; ``check`` is a command whose reply ``expect`` accepts only when the writes are on
     the node the barrier reached — after a failover the pool may reach a new primary that never
-    got them, and a WAIT there would confirm nothing of ours. ``create_member``: add it to
-    ``key`` (a set) first, for a key that may not exist (where a lost write is harmless)."""
+    got them, and a WAIT there would confirm nothing of ours."""
 
     key: str
     ttl_ms: int
     check: tuple[Any, ...] | None = None
     expect: Callable[[Any], bool] | None = None
-    create_member: str | None = None
 
 
 def _run(node: redis.Redis, spec: ConnectionSpec, barriers: list[Barrier], what: str) -> None:
@@ -80,15 +78,11 @@ def _run(node: redis.Redis, spec: ConnectionSpec, barriers: list[Barrier], what:
     for b in barriers:
         if b.check is not None:
             pipe.execute_command(*b.check)
-        if b.create_member is not None:
-            pipe.sadd(b.key, b.create_member)
         pipe.pexpire(b.key, b.ttl_ms)
     pipe.execute_command(*_wait_command(spec))
     replies = iter(pipe.execute())
     for b in barriers:
         found = next(replies) if b.check is not None else None
-        if b.create_member is not None:
-            next(replies)
         touched = next(replies)
         if (b.check is not None and b.expect is not None and not b.expect(found)) \
                 or not touched:
@@ -266,7 +260,4 @@ def preflight(spec: ConnectionSpec, style: str = "option") -> None:
     _checked.add(spec)
 
 
-# The member a barrier adds to a marker set that may not exist yet (never a chunk's member,
-# which is '<partition>:<chunk>', nor an entry ID).
-WAIT_MEMBER = "~wait"
 _checked: set[ConnectionSpec] = set()
