@@ -23,7 +23,7 @@ _SCRIPTS = ("evalsha", "script|load", "script|exists")
 # ACL SETUSER: added by ``wait_aof=True``.
 _WAIT = ("wait", "info")
 _WAIT_AOF = ("waitaof",)
-_WRITERS = {"streaming-reader", "sink", "acking-writer"}
+_WRITERS = {"streaming-reader", "sink", "acking-writer", "cli"}
 # redis-py's cluster client reads the topology and the command table at start.
 CLUSTER = ("cluster|slots", "cluster|shards", "command")
 
@@ -31,8 +31,8 @@ ROLES: dict[str, tuple[str, ...]] = {
     # spark.readStream: groups, claims (claim.lua, XREADGROUP, claim_record.lua) and plans
     # (plan_load.lua), news of many streams at once (XREAD COUNT 1), reclaim (reclaim.lua), acks
     # (ack_range.lua, XACK), the consumer lease (lease.lua), executors' XRANGE replay and loss
-    # records (loss_record.lua, XPENDING + XACK of what is gone; loss_settle.lua); trimAcked
-    # (trim.lua: XTRIM MINID; XLEN).
+    # records (loss_record.lua, XPENDING + XACK of what is gone; loss_settle.lua); probes
+    # (XINFO GROUPS with XLEN, XINFO STREAM); trimAcked (trim.lua: XTRIM MINID).
     "streaming-reader": (*_CONNECT, *_SCRIPTS, "type", "xinfo|stream", "xinfo|groups",
                          "xgroup|create", "xreadgroup", "xread", "xautoclaim", "xpending",
                          "xack", "xrange", "xrevrange", "get", "set", "del", "pttl", "hget",
@@ -44,18 +44,20 @@ ROLES: dict[str, tuple[str, ...]] = {
     # sink_chunk.lua; the marker registry.
     "sink": (*_CONNECT, *_SCRIPTS, "type", "xadd", "xtrim", "time", "sismember", "sadd", "srem",
              "pexpire", "watch", "multi", "exec", "discard", "hset", "hgetall", "hdel", "unlink",
-             *_WAIT),
+             *_WAIT, "smismember"),
     # foreachBatch(AckingBatchWriter): XACK; dead letters moved in the marked steps of
     # redisio/deadletter.py (XPENDING, XRANGE, dead_letter_add.lua, XACK).
     "acking-writer": (*_CONNECT, *_SCRIPTS, "xack", "xpending", "xrange", "xadd", "sismember",
-                      "sadd", "srem", "pexpire", *_WAIT),
+                      "sadd", "srem", "pexpire", *_WAIT, "smismember"),
+    # The writers' and the CLI's waitReplicas/waitAof barriers: WAIT, INFO, SMISMEMBER (a
+    # marker set's members checked on the node the barrier reached).
     # eventbus status (with the loss records), dlq list/show/replay, group create/seek (checks
     # the consumer leases), group accept-loss (loss_accept.lua), consumer forget (XPENDING +
     # XCLAIM, then XGROUP DELCONSUMER), stream trim (trim.lua: XTRIM MINID)
     "cli": (*_CONNECT, *_SCRIPTS, "type", "xinfo|stream", "xinfo|groups", "xinfo|consumers",
             "xlen", "xrange", "xrevrange", "xadd", "xdel", "sismember", "sadd", "srem",
             "pexpire", "xgroup|create", "xgroup|setid", "xgroup|delconsumer", "xpending",
-            "xclaim", "get", "pttl", "hgetall", "hset", "scan", "xtrim"),
+            "xclaim", "get", "pttl", "hgetall", "hset", "scan", "xtrim", *_WAIT, "smismember"),
 }
 # Roles that also touch the connector's keys of each stream ({<tag>}:eventbus:*).
 _OWN_KEYS = {"streaming-reader", "sink", "acking-writer", "cli"}
@@ -84,7 +86,7 @@ def rule(role: str, streams: Iterable[str], dead_letter_stream: str | None = Non
     commands = ROLES[role] + (CLUSTER if cluster else ()) \
         + (_WAIT_AOF if wait_aof and role in _WRITERS else ())
     if role == "streaming-reader" and dead_letter_stream:  # maxDeliveries: the dead-letter move
-        commands += ("xadd", "sismember", "sadd", "srem")
+        commands += ("xadd", "sismember", "sadd", "srem", "smismember")
     keys = key_patterns(role, streams, dead_letter_stream)
     return " ".join(["resetkeys", *(f"~{k}" for k in keys), "resetchannels", "-@all",
                      *(f"+{c}" for c in commands)])

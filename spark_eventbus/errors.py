@@ -80,9 +80,10 @@ class ReplicasMissing(ReplicasShort):
     """:class:`ReplicasShort` where the primary has fewer replicas *online* than
     ``waitReplicas`` asks (a failover's aftermath: the promoted replica has none until its old
     master rejoins; a replica gone), not replicas that are online but slow. Waited out within
-    ``failoverTimeoutMs`` by :func:`wait_for_writes` before it is raised — and once one was,
-    the same call waits out a plain shortfall too: a replica that just came back counts as
-    online once its snapshot is sent, before it has loaded it and acknowledged anything."""
+    ``failoverTimeoutMs`` by :func:`.redisio.durability.wait_for_writes` before it is raised —
+    and once one was, the same call waits out a plain shortfall too: a replica that just came
+    back counts as online once its snapshot is sent, before it has loaded it and acknowledged
+    anything."""
 
 
 class NotAStreamError(EventBusError):

@@ -14,15 +14,16 @@ from .connection import check_url
 from .errors import ConfigError
 from .ids import StreamId
 
+_WHOLE = re.compile(r"-?[0-9]+")  # a whole number in ASCII digits
+
 Parser = Callable[[str, str], Any]  # (raw value, option name as spelled) -> value
 
 
 def whole(lo: int, hi: int, fix: str) -> Parser:
     def parse(raw: str, name: str) -> int:
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            value = None
+        text = raw.strip()
+        # ASCII digits only: int() would take '١٢', '+5' and '1_000' too
+        value = int(text) if _WHOLE.fullmatch(text) else None
         if value is None or not lo <= value <= hi:
             raise ConfigError(f"option '{name}' = {raw!r} is invalid: expected a whole number "
                               f"from {lo} to {hi}; {fix}.")
@@ -87,7 +88,7 @@ def stream_id_or(*words: str) -> Parser:
     return parse
 
 
-_ID = re.compile(r"\d+-\d+")
+_ID = re.compile(r"[0-9]+-[0-9]+")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 

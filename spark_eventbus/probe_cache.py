@@ -109,7 +109,8 @@ class ProbeCache:
         except ConfigError as exc:  # NOPERM: an ACL rule made before the reader used XREAD
             self.watch = False
             log.warning("spark-eventbus: the Redis user may not run XREAD, so every trigger "
-                        "asks each stream's group for news (one command per stream); add "
+                        "asks each stream's group for news (two commands per stream, one round "
+                        "trip); add "
                         "+xread to its ACL rule (eventbus acl-rule streaming-reader): %s", exc)
             return names, []
         except EventBusError as exc:  # e.g. WRONGTYPE: a key replaced; every stream looks

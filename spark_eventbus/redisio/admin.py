@@ -21,7 +21,7 @@ from .capabilities import check_scripting
 from .client import ConnectionSpec, client
 from .credentials import check_credentials
 from .deadletter import replay_page
-from .group import before_first_entry, create_group_args, is_earliest, position_args
+from .group import before_first_entry, create_group_args, is_earliest, position_args, xgroup
 from .losses import accept_losses, loss_records
 from .probes import checked_lag
 from .retention import TrimReport, trim_acked
@@ -86,7 +86,7 @@ def create_group(r: Redis, stream: str, group: str, position: str) -> str:
         raise EventBusError(f"stream {stream!r} already has a consumer group {group!r}; use "
                             "`eventbus group seek` to move it.")
     args = create_group_args(stream, group, position, _earliest(r, stream, position))
-    r.execute_command(*args)
+    xgroup(r, args)
     at = str(args[4])
     return text(r.xinfo_stream(stream)["last-generated-id"]) if at == "$" else at
 
@@ -106,7 +106,7 @@ def seek_group(r: Redis, stream: str, group: str, position: str, force: bool
             "position from its next batch on (batches it has already logged are replayed "
             "unchanged).")
     at, *rest = position_args(position, _earliest(r, stream, position))
-    r.execute_command("XGROUP", "SETID", stream, group, at, *rest)
+    xgroup(r, ["XGROUP", "SETID", stream, group, at, *rest])
     if at == "$":
         at = text(r.xinfo_stream(stream)["last-generated-id"])
     return at, live
@@ -237,7 +237,7 @@ def dead_letter_fields(r: Redis, dlq: str, entry_id: str) -> dict[str, str]:
 def replay_dead_letters(spec: ConnectionSpec, source: str, target: str, limit: int | None
                         ) -> dict[str, int]:
     """Move up to ``limit`` dead-lettered entries from ``source`` back to ``target``, exactly
-    once per entry (one script per page, or marked steps across cluster slots)."""
+    once per entry (the marked steps of :func:`.deadletter.replay_page`, page by page)."""
     r = client(spec)
     for key in (source, target):
         stream_exists(r, key)

@@ -114,6 +114,20 @@ def position_args(position: str, earliest: tuple[str, int] | None) -> list[Any]:
     return [position]
 
 
+def xgroup(r: Redis, args: list[Any]) -> None:
+    """``XGROUP CREATE``/``SETID`` ``args`` through the client; where the server lacks
+    ``ENTRIESREAD`` (Redis < 7.0, a syntax error) sent again without it: the lag is then
+    unknown anyway."""
+    try:
+        r.execute_command(*args)
+    except ResponseError as exc:
+        if "ENTRIESREAD" not in args or not (
+                "ENTRIESREAD" in str(exc) or "syntax" in str(exc).lower()):
+            raise
+        cut = args.index("ENTRIESREAD")
+        r.execute_command(*args[:cut], *args[cut + 2:])
+
+
 def create_group_args(stream: str, group: str, starting_position: str,
                       earliest: tuple[str, int] | None) -> list[Any]:
     """``XGROUP CREATE … MKSTREAM`` at ``starting_position`` (:func:`position_args`)."""
@@ -316,12 +330,9 @@ def _create_one(op: ConsumerOps, starting_position: str) -> bool:
                 if is_earliest(starting_position) else None)
     args = create_group_args(op.stream, op.group, starting_position, earliest)
     try:
-        op.redis.execute_command(*args)
+        xgroup(op.redis, args)
     except ResponseError as exc:
         if "BUSYGROUP" in str(exc):  # another query created it meanwhile
             return False
-        if "ENTRIESREAD" in str(exc) or "syntax" in str(exc).lower():
-            op.redis.execute_command(*args[: args.index("MKSTREAM") + 1])
-            return True
         raise
     return True

@@ -1,10 +1,11 @@
 """Each stream's group as the driver sees it, many streams at once (a single stream is a
-list of one), pipelined per node: :func:`probe` (``XINFO GROUPS``, and ``XINFO STREAM`` where
-the group has something to read), :func:`news` (one ``XREAD COUNT 1`` naming the streams with
-entries after a position), the one lag rule (:func:`checked_lag`), progress (:func:`stats`),
-``minEntriesPerTrigger``'s count (:func:`available`) and ``Trigger.AvailableNow``'s end
-(:func:`last_generated_ids`). Replies are read as they come (no redis-py reply callbacks:
-with thousands of streams those cost more than the round trip)."""
+list of one), pipelined per node: :func:`probe` (``XINFO GROUPS`` and ``XLEN``, and ``XINFO
+STREAM`` where the group has something to read or its lag of 0 is unsure), :func:`news` (one
+``XREAD COUNT 1`` naming the streams with entries after a position), the one lag rule
+(:func:`checked_lag`) and the one rule for totals (:func:`total_lag`), progress
+(:func:`stats`), ``minEntriesPerTrigger``'s count (:func:`available`) and
+``Trigger.AvailableNow``'s end (:func:`last_generated_ids`). Replies are read as they come (no
+redis-py reply callbacks: with thousands of streams those cost more than the round trip)."""
 
 from __future__ import annotations
 
@@ -126,10 +127,11 @@ def _opt_text(value: Any) -> str | None:
 
 
 def probe(ops: Sequence[ConsumerOps], full: bool = True) -> list[Probe]:
-    """Each stream's group state, pipelined: ``XINFO GROUPS`` of every stream, then
-    ``XINFO STREAM`` of those whose group has something to read (a ``lag`` other than 0; not
-    ``full``: only where the lag is unknown, enough to decide where to claim). A quiet stream
-    costs one command. Replies are read as they come (no redis-py reply callbacks: with
+    """Each stream's group state, pipelined: ``XINFO GROUPS`` and ``XLEN`` of every stream (one
+    round trip), then ``XINFO STREAM`` of those whose group has something to read (a ``lag``
+    other than 0; not ``full``: only where the lag is unknown, enough to decide where to claim)
+    or whose lag of 0 is unsure (:func:`unsure_lag`). A quiet stream costs two commands in one
+    round trip. Replies are read as they come (no redis-py reply callbacks: with
     thousands of streams those cost more than the round trip)."""
     if not ops:
         return []
