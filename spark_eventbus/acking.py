@@ -9,7 +9,7 @@ only primitives — the batch is never collected to the driver.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -20,14 +20,9 @@ from pyspark.sql import functions as F
 from . import _portable
 from ._version import __version__
 from .capabilities import DEAD_LETTER_SCRIPTS
-from .connection import (
-    DEFAULT_FAILOVER_TIMEOUT_MS,
-    DEFAULT_URL,
-    DEFAULT_WAIT_TIMEOUT_MS,
-    ConnectionSpec,
-    connection_spec,
-)
+from .connection import ConnectionSpec
 from .errors import ConfigError, EventBusError, printable
+from .options import parse_acking_options
 from .redisio import ack_entries, check_scripting, dead_letter_entries, preflight
 
 log = logging.getLogger("spark_eventbus")
@@ -58,28 +53,25 @@ class AckingBatchWriter:
     handler : callable
         ``handler(good_df, batch_id)``; if it raises, nothing of the batch is acked and the
         error propagates (Spark fails or retries the batch; its entries stay pending).
-    url, password, group
-        Where to ack: the reader's ``url``/``password`` and consumer ``group``.
-    tls_ca_cert, tls_cert_file, tls_key_file : str, optional
-        As the reader's ``tlsCaCert``, ``tlsCertFile``, ``tlsSecretKeyFile`` (``rediss://`` URLs).
-    sentinels, sentinel_master, sentinel_username, sentinel_password, failover_timeout_ms
-        As the reader's ``sentinels`` (``'host:port,host:port'``), ``sentinelMaster``,
-        ``sentinelUsername``, ``sentinelPassword``, ``failoverTimeoutMs``
-        (docs/high-availability.md).
-    password_file, username_file, credential_provider : str, optional
-        As ``passwordFile``, ``usernameFile``, ``credentialProvider``: credentials that rotate,
-        asked for at every new connection (docs/security.md).
-    wait_replicas, wait_timeout_ms, wait_aof
-        As ``waitReplicas``, ``waitTimeoutMs``, ``waitAof``: dead letters wait for that many
-        replicas (and the AOF) before the batch goes on.
-    dead_letter_stream : str, optional
-        Where malformed rows go, with ``dlq.reason``, ``dlq.source.stream``, ``dlq.source.id``,
-        ``dlq.group``, ``dlq.delivery_count``. Without it a malformed row fails the batch.
-    ack_batch_size : int
-        IDs per XACK (one call per chunk per stream), 1 to 100,000.
+    options : mapping, optional
+        Settings by the reader's option names (``{"url": ..., "group": ...,
+        "deadLetterStream": ...}``): the reader's own options dict can be passed as it is
+        (its options that do not apply here, such as ``stream``, are left out).
     is_valid : Column or str, optional
         Extra rule: rows for which it is not true are malformed too (e.g.
         ``"value.amount > 0"``).
+    **settings
+        The same settings as keyword arguments, by option name or in snake_case
+        (``dead_letter_stream=``, ``deadLetterStream=``); they win over ``options``. Those that
+        apply: ``group`` (required: the reader's consumer group), ``deadLetterStream`` (where
+        malformed rows go, with ``dlq.reason``, ``dlq.source.stream``, ``dlq.source.id``,
+        ``dlq.group``, ``dlq.delivery_count``; without it a malformed row fails the batch),
+        ``ackBatchSize`` (IDs per XACK, 1 to 100,000; default 1,000), and every connection
+        option of the reader (``url``, ``password``, ``tls*``, ``sentinel*``,
+        ``failoverTimeoutMs``, ``passwordFile``, ``usernameFile``, ``credentialProvider``,
+        ``waitReplicas``, ``waitTimeoutMs``, ``waitAof``: dead letters wait for that many
+        replicas, and the AOF, before the batch goes on). Anything else fails, naming the
+        closest option.
 
     Notes
     -----
@@ -90,38 +82,17 @@ class AckingBatchWriter:
     stream's slot, on every layout (:mod:`spark_eventbus.redisio.deadletter`).
     """
 
-    def __init__(self, handler: Handler, *, url: str = DEFAULT_URL, group: str,
-                 dead_letter_stream: str | None = None, ack_batch_size: int = 1000,
-                 password: str | None = None, is_valid: Column | str | None = None,
-                 tls_ca_cert: str | None = None, tls_cert_file: str | None = None,
-                 tls_key_file: str | None = None, sentinels: str = "",
-                 sentinel_master: str | None = None, sentinel_username: str | None = None,
-                 sentinel_password: str | None = None,
-                 failover_timeout_ms: int = DEFAULT_FAILOVER_TIMEOUT_MS, wait_replicas: int = 0,
-                 wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS, wait_aof: bool = False,
-                 password_file: str | None = None, username_file: str | None = None,
-                 credential_provider: str | None = None) -> None:
+    def __init__(self, handler: Handler, options: Mapping[str, Any] | None = None, *,
+                 is_valid: Column | str | None = None, **settings: Any) -> None:
         if not callable(handler):
             raise ConfigError(f"handler {handler!r} is not callable: pass a function "
                               "handler(batch_df, batch_id).")
-        if not group or not str(group).strip():
-            raise ConfigError("group is required: the consumer group whose entries are acked.")
-        if not isinstance(ack_batch_size, int) or not 1 <= ack_batch_size <= 100_000:
-            raise ConfigError(f"ack_batch_size = {ack_batch_size!r} is invalid: use a whole "
-                              "number from 1 to 100000.")
-        self.spec = connection_spec(
-            url, password, tls_ca_cert, tls_cert_file, tls_key_file, sentinels=sentinels,
-            sentinel_master=sentinel_master, sentinel_username=sentinel_username,
-            sentinel_password=sentinel_password, failover_timeout_ms=failover_timeout_ms,
-            wait_replicas=wait_replicas, wait_timeout_ms=wait_timeout_ms, wait_aof=wait_aof,
-            style="argument", password_file=password_file, username_file=username_file,
-            credential_provider=credential_provider)
-        if dead_letter_stream is not None and not dead_letter_stream.strip():
-            raise ConfigError("dead_letter_stream is empty: name a stream or pass None.")
+        opts = parse_acking_options(options or {}, settings)
+        self.spec = opts.connection
         self.handler = handler
-        self.group = group
-        self.dead_letter_stream = dead_letter_stream
-        self.ack_batch_size = ack_batch_size
+        self.group = opts.group
+        self.dead_letter_stream = opts.dead_letter_stream
+        self.ack_batch_size = opts.ack_batch_size
         self.is_valid = is_valid
         self.last_report: BatchReport | None = None
 
@@ -155,8 +126,8 @@ class AckingBatchWriter:
         if self.dead_letter_stream is not None:
             # Before anything runs (once per process): wait_replicas / wait_aof, and Lua
             # (dead-lettering is scripts; acks alone are XACK and need none).
-            preflight(self.spec, "argument")
-            check_scripting(self.spec, "AckingBatchWriter with dead_letter_stream",
+            preflight(self.spec)
+            check_scripting(self.spec, "AckingBatchWriter with deadLetterStream",
                             DEAD_LETTER_SCRIPTS)
         df = batch_df.withColumn(_REASON, self._reason(batch_df)).persist()
         try:
@@ -168,7 +139,7 @@ class AckingBatchWriter:
                 shown = "; ".join(f"{r['stream']} {r['id']}: {r[_REASON]}" for r in sample)
                 raise EventBusError(
                     f"batch {batch_id} has {n_bad} malformed rows and AckingBatchWriter has no "
-                    f"dead_letter_stream: {shown}. Nothing was acked or dropped; pass "
+                    f"deadLetterStream: {shown}. Nothing was acked or dropped; pass "
                     "dead_letter_stream='<stream>:dlq' to move such rows aside.")
             self.handler(good, batch_id)
             good.select("stream", "id").foreachPartition(

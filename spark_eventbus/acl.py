@@ -30,9 +30,10 @@ CLUSTER = ("cluster|slots", "cluster|shards", "command")
 ROLES: dict[str, tuple[str, ...]] = {
     # spark.readStream: groups, claims (claim.lua, XREADGROUP, claim_record.lua) and plans
     # (plan_load.lua), news of many streams at once (XREAD COUNT 1), reclaim (reclaim.lua), acks
-    # (ack_range.lua, XACK), the consumer lease (lease.lua), executors' XRANGE replay and loss
-    # records (loss_record.lua, XPENDING + XACK of what is gone; loss_settle.lua); probes
-    # (XINFO GROUPS with XLEN, XINFO STREAM); trimAcked (trim.lua: XTRIM MINID).
+    # (XACK; XPENDING for IDs not kept), the consumer lease (lease.lua), executors' XRANGE
+    # replay and loss records (loss_record.lua, XPENDING + XACK of what is gone;
+    # loss_settle.lua); probes (XINFO GROUPS with XLEN, XINFO STREAM); trimAcked (trim.lua:
+    # XTRIM MINID).
     "streaming-reader": (*_CONNECT, *_SCRIPTS, "type", "xinfo|stream", "xinfo|groups",
                          "xgroup|create", "xreadgroup", "xread", "xautoclaim", "xpending",
                          "xack", "xrange", "xrevrange", "get", "set", "del", "pttl", "hget",
@@ -40,9 +41,9 @@ ROLES: dict[str, tuple[str, ...]] = {
                          *_WAIT),
     # spark.read: XRANGE of a range, nothing written.
     "batch-reader": (*_CONNECT, "type", "xrange", "xrevrange"),
-    # df.write / writeStream: a chunk as WATCH + MULTI/EXEC (XADD, trimming, markers), or
-    # sink_chunk.lua; the marker registry.
-    "sink": (*_CONNECT, *_SCRIPTS, "type", "xadd", "xtrim", "time", "sismember", "sadd", "srem",
+    # df.write / writeStream: a chunk as WATCH + MULTI/EXEC (XADD, trimming, markers); the
+    # marker registry. No scripts.
+    "sink": (*_CONNECT, "type", "xadd", "xtrim", "time", "sismember", "sadd", "srem",
              "pexpire", "watch", "multi", "exec", "discard", "hset", "hgetall", "hdel", "unlink",
              *_WAIT, "smismember"),
     # foreachBatch(AckingBatchWriter): XACK; dead letters moved in the marked steps of

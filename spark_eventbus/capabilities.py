@@ -7,30 +7,34 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import ConfigError
+from .ids import is_digits
 
-# First versions with each command, per server family.
-_WAITAOF = {"redis": (7, 2, 0), "valkey": (7, 2, 0)}  # Valkey forked from Redis 7.2.4
-_XACKDEL = {"redis": (8, 2, 0), "valkey": (9, 2, 0)}
+# The commands newer than the oldest server supported that some path may use, each probed by
+# name (:mod:`.redisio.capabilities`), never inferred from a version: Valkey reports its own
+# numbers, forks and backports add commands, and a server may rename a command away.
+OPTIONAL_COMMANDS = ("waitaof", "xackdel")
 
 
 @dataclass(frozen=True)
 class Capabilities:
-    """A server's family (``redis`` or ``valkey``), version, and the features the connector
-    may use: Lua scripting (Valkey can run without its Lua engine; None: the user may not load
-    scripts, so it is unknown), ``WAITAOF`` (Redis >= 7.2), ``XACKDEL`` (Redis >= 8.2,
-    Valkey >= 9.2)."""
+    """A server's family (``redis`` or ``valkey``) and version (for messages), and the
+    features the connector may use: Lua scripting (Valkey can run without its Lua engine;
+    None: the user may not load scripts, so it is unknown) and which of
+    ``OPTIONAL_COMMANDS`` every node knows (``WAITAOF``: Redis >= 7.2 and Valkey;
+    ``XACKDEL``: Redis >= 8.2, Valkey >= 9.2)."""
 
     family: str
     version: tuple[int, int, int]
     has_lua: bool | None
+    commands: frozenset[str] = frozenset()
 
     @property
     def has_waitaof(self) -> bool:
-        return self.version >= _WAITAOF.get(self.family, (99, 0, 0))
+        return "waitaof" in self.commands
 
     @property
     def has_xackdel(self) -> bool:
-        return self.version >= _XACKDEL.get(self.family, (99, 0, 0))
+        return "xackdel" in self.commands
 
     @property
     def display(self) -> str:
@@ -39,15 +43,13 @@ class Capabilities:
 
 def parse_version(text: str) -> tuple[int, int, int]:
     """``7.0.15`` → (7, 0, 15); missing or odd parts are 0."""
-    parts = [*(int(p) if p.isascii() and p.isdigit() else 0
+    parts = [*(int(p) if is_digits(p) else 0
                for p in text.strip().split(".")[:3]), 0, 0, 0]
     return parts[0], parts[1], parts[2]
 
 
 # Why each part runs Lua scripts: named in the refusal (``require_scripting``'s ``why``).
-READER_SCRIPTS = "its claims, acks and plans are atomic scripts"
-SINK_SCRIPTS = ("a chunk whose transaction cannot run — a cluster slot on the move, an ACL "
-                "user without MULTI, its marker contended — is written by a Lua script instead")
+READER_SCRIPTS = "its claims, plans and leases are atomic scripts"
 DEAD_LETTER_SCRIPTS = "each chunk of malformed rows is added to the dead-letter stream by a script"
 
 

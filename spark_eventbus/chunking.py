@@ -1,8 +1,7 @@
 """The sink's chunks (executor side): :class:`Chunker` cuts each target stream's runs into
 chunks of a fixed number of rows and bytes, deterministically, so a retried task writes exactly
 the same chunks (the unit of idempotency); a chunk then becomes what Redis takes, RESP
-``XADD``s (:func:`xadd_commands`, encoded with :mod:`.resp`) or the arguments of
-``lua/sink_chunk.lua`` (:func:`chunk_args`).
+``XADD``s (:func:`xadd_commands`, encoded with :mod:`.resp`).
 """
 
 from __future__ import annotations
@@ -80,20 +79,6 @@ class Chunker:
         index = self._next.get(stream, 0)
         self._next[stream] = index + 1
         return WriteChunk(stream, index, list(runs), rows)
-
-
-def chunk_args(chunk: WriteChunk) -> list[Any]:
-    """The Lua script's entry arguments: per run ``K, m, name_1..name_K`` then ``m*K`` values,
-    row-major. Slice assignment interleaves the columns at C speed."""
-    args: list[Any] = []
-    for run in chunk.runs:
-        k = len(run.names)
-        args += [k, run.rows, *run.names]
-        flat: list[Any] = [None] * (k * run.rows)
-        for j, col in enumerate(run.columns):
-            flat[j::k] = col
-        args += flat
-    return args
 
 
 def _as_bytes(column: list[Any]) -> list[bytes]:

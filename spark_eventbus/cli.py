@@ -19,10 +19,17 @@ from typing import Any, NoReturn
 
 from . import pyfiles
 from .acl import ROLES, rule
-from .connection import PASSWORD_ENV, SENTINEL_PASSWORD_ENV, check_url, connection_spec
+from .connection import (
+    DEFAULT_FAILOVER_TIMEOUT_MS,
+    DEFAULT_URL,
+    DEFAULT_WAIT_TIMEOUT_MS,
+    PASSWORD_ENV,
+    SENTINEL_PASSWORD_ENV,
+    check_url,
+)
 from .errors import EventBusError
 from .losses import RangeLoss, accept_command, listing
-from .options import starting_position
+from .options import connection_of, starting_position
 from .redisio import discovery
 from .redisio.admin import Admin
 from .redisio.retention import TrimReport
@@ -83,7 +90,7 @@ def format_trim(rep: TrimReport) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = _Parser(prog="eventbus", description="Operate spark-eventbus streams and groups.")
-    ap.add_argument("--url", default="redis://localhost:6379/0", help="redis://host:port/db")
+    ap.add_argument("--url", default=DEFAULT_URL, help="redis://host:port/db")
     ap.add_argument("--password", default=None,
                     help=f"kept out of the URL (default: ${PASSWORD_ENV}, so that it stays out "
                          "of the shell's history too)")
@@ -106,13 +113,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sentinel-password", default=os.environ.get(SENTINEL_PASSWORD_ENV) or None,
                     help="the sentinels' password, if they require auth (default: "
                          f"${SENTINEL_PASSWORD_ENV})")
-    ap.add_argument("--failover-timeout-ms", type=int, default=30_000,
-                    help="how long a failover or restart is waited out (default 30000)")
+    ap.add_argument("--failover-timeout-ms", type=int, default=DEFAULT_FAILOVER_TIMEOUT_MS,
+                    help="how long a failover or restart is waited out (default "
+                         f"{DEFAULT_FAILOVER_TIMEOUT_MS})")
     ap.add_argument("--wait-replicas", type=int, default=0,
                     help="writes (dlq replay, group create/seek) are reported done only once "
                          "this many replicas have them (default 0)")
-    ap.add_argument("--wait-timeout-ms", type=int, default=5000,
-                    help="how long --wait-replicas waits (default 5000)")
+    ap.add_argument("--wait-timeout-ms", type=int, default=DEFAULT_WAIT_TIMEOUT_MS,
+                    help=f"how long --wait-replicas waits (default {DEFAULT_WAIT_TIMEOUT_MS})")
     ap.add_argument("--wait-aof", action="store_true",
                     help="with --wait-replicas: the AOFs fsynced too (WAITAOF)")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -224,17 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         except EventBusError as exc:
             ap.error(str(exc).replace("option '--to'", "--to"))
     try:
-        spec = connection_spec(args.url, args.password, args.tls_ca_cert, args.tls_cert_file,
-                               args.tls_key_file, sentinels=args.sentinels,
-                               sentinel_master=args.sentinel_master,
-                               sentinel_username=args.sentinel_username,
-                               sentinel_password=args.sentinel_password,
-                               failover_timeout_ms=args.failover_timeout_ms,
-                               wait_replicas=args.wait_replicas,
-                               wait_timeout_ms=args.wait_timeout_ms, wait_aof=args.wait_aof,
-                               style="flag", password_file=args.password_file,
-                               username_file=args.username_file,
-                               credential_provider=args.credential_provider)
+        spec = connection_of(vars(args), style="flag")  # the flags are the options' fields
     except EventBusError as exc:
         ap.error(str(exc))
     try:

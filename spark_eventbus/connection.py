@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import ConfigError, redact
+from .ids import is_digits
 
 DEFAULT_URL = "redis://localhost:6379/0"
 URL_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -157,7 +158,7 @@ def parse_sentinels(raw: str, name: str = "option 'sentinels'") -> tuple[tuple[s
     for part in (p.strip() for p in raw.split(",")):
         host, sep, port = part.rpartition(":")
         host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-        if not part or not sep or not host or not (port.isascii() and port.isdigit()) \
+        if not part or not sep or not host or not is_digits(port) \
                 or not 0 < int(port) < 65536 or any(c.isspace() for c in host):
             raise ConfigError(f"{name} = {raw!r} is invalid: list the sentinels as "
                               "host:port separated by commas, e.g. "
@@ -166,19 +167,20 @@ def parse_sentinels(raw: str, name: str = "option 'sentinels'") -> tuple[tuple[s
     return tuple(dict.fromkeys(out))
 
 
-# How each kind of caller spells a setting in messages: Spark options (camelCase),
-# AckingBatchWriter's keyword arguments (snake_case), the CLI's flags (--kebab-case); derived
-# from the option's name, but for these.
+# How a setting is spelled: Spark options (camelCase, in messages as "option 'x'"), keyword
+# arguments (snake_case: AckingBatchWriter's, the CLI's parsed arguments), the CLI's flags
+# (--kebab-case); derived from the option's name, but for these.
 _ODD_SPELLINGS = {"tlsSecretKeyFile": ("tls_key_file", "--tls-key-file")}
-_STYLES = ("option", "argument", "flag")
+_STYLES = ("option", "keyword", "flag")
 
 
 def spell(setting: str, style: str = "option") -> str:
-    """``setting`` (its option name) as ``style`` names it in messages."""
+    """``setting`` (its option name) as ``style`` spells it (``option``: as messages name
+    it)."""
     snake = re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), setting)
     word = (setting, *_ODD_SPELLINGS.get(setting, (snake, "--" + snake.replace("_", "-"))))[
         _STYLES.index(style)]
-    return {"option": f"option '{word}'", "argument": f"argument '{word}'"}.get(style, word)
+    return f"option '{word}'" if style == "option" else word
 
 
 # The ranges of the connection's whole-number settings, and why (the option table's parsers and

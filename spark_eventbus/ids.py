@@ -15,6 +15,13 @@ from .errors import ConfigError
 _MAX = 2**64 - 1
 
 
+def is_digits(text: str) -> bool:
+    """``text`` is one or more ASCII digits: ``str.isdigit`` alone accepts '²' and other
+    digits ``int`` refuses or reads otherwise. Every number the connector parses from text
+    (IDs, options, ports, versions) is checked with this."""
+    return text.isascii() and text.isdigit()
+
+
 @dataclass(frozen=True, order=True)
 class StreamId:
     """An immutable, ordered stream ID."""
@@ -69,7 +76,6 @@ def _parsed(text: str) -> StreamId:
     """:meth:`StreamId.parse` without the error text; cached (IDs are immutable, and a query
     over thousands of streams compares the same few IDs per stream again and again)."""
     ms_text, sep, seq_text = text.strip().partition("-")
-    if not (ms_text.isascii() and ms_text.isdigit()) \
-            or (sep and not (seq_text.isascii() and seq_text.isdigit())):
+    if not is_digits(ms_text) or (sep and not is_digits(seq_text)):
         raise ValueError(text)
     return StreamId(int(ms_text), int(seq_text) if sep else 0)

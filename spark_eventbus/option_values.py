@@ -12,7 +12,7 @@ from typing import Any
 
 from .connection import check_url
 from .errors import ConfigError
-from .ids import StreamId
+from .ids import StreamId, is_digits
 
 _WHOLE = re.compile(r"-?[0-9]+")  # a whole number in ASCII digits
 
@@ -100,7 +100,7 @@ def starting_position(raw: str, name: str) -> str:
     value = raw.strip()
     if value in ("latest", "earliest", "$", "0") or _ID.fullmatch(value):
         return stream_id_or("latest", "earliest", "$", "0")(value, name)
-    if value.isascii() and value.isdigit():
+    if is_digits(value):
         ms = int(value)
     else:
         try:
@@ -182,9 +182,9 @@ def duration_ms(raw: str, name: str) -> int:
     lowered = raw.strip().lower()
     for unit in ("ms", "s", "m", "h", "d"):
         number = lowered[: -len(unit)].strip()
-        if lowered.endswith(unit) and number.isascii() and number.isdigit():
+        if lowered.endswith(unit) and is_digits(number):
             return int(number) * _AGE_UNITS[unit]
-    if lowered.isascii() and lowered.isdigit():
+    if is_digits(lowered):
         return int(lowered)
     raise ConfigError(f"option '{name}' = {raw!r} is invalid: expected a duration such as "
                       "'15m', '30s', '500ms', '1h' or a number of milliseconds.")
@@ -197,7 +197,7 @@ def parse_min_id(raw: str) -> tuple[str | None, int | None]:
     lowered = raw.strip().lower()
     for unit in ("ms", "s", "m", "h", "d"):
         number = lowered[: -len(unit)]
-        if lowered.endswith(unit) and number.isascii() and number.isdigit():
+        if lowered.endswith(unit) and is_digits(number):
             age = int(number) * _AGE_UNITS[unit]
             if age <= 0:
                 break

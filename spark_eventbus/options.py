@@ -7,7 +7,9 @@ and saying the fix), its default, and the modes that use it:
 
 * ``batch`` — ``spark.read.format("eventbus")``;
 * ``streaming`` — ``spark.readStream.format("eventbus")``;
-* ``sink`` — ``df.write`` / ``df.writeStream.format("eventbus")``.
+* ``sink`` — ``df.write`` / ``df.writeStream.format("eventbus")``;
+* ``acking`` — :class:`~spark_eventbus.AckingBatchWriter`, whose keyword arguments are these
+  names, or the same in snake_case (:func:`option_key`).
 
 Rules across options (a streaming read needs a group, ``maxDeliveries`` needs a dead-letter
 stream, …) follow the table in :func:`parse_reader_options` / :func:`parse_sink_options`.
@@ -31,6 +33,7 @@ from .connection import (
     ConnectionSpec,
     connection_spec,
     parse_sentinels,
+    spell,
 )
 from .connection import check_url as check_url  # the CLI's (and AckingBatchWriter's) URL check
 from .errors import ConfigError
@@ -59,10 +62,11 @@ from .option_values import (  # the table's parsers; cli imports starting_positi
 
 log = logging.getLogger("spark_eventbus")
 
-BATCH, STREAMING, SINK = "batch", "streaming", "sink"
+BATCH, STREAMING, SINK, ACKING = "batch", "streaming", "sink", "acking"
 READS = frozenset({BATCH, STREAMING})
-ALL = frozenset({BATCH, STREAMING, SINK})
-_MODE_TEXT = {BATCH: "batch reads", STREAMING: "streaming reads", SINK: "writes"}
+ALL = frozenset({BATCH, STREAMING, SINK, ACKING})
+_MODE_TEXT = {BATCH: "batch reads", STREAMING: "streaming reads", SINK: "writes",
+              ACKING: "AckingBatchWriter"}
 
 DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 # Rows per sink script call; the cap keeps one call well under 50 ms of Redis time.
@@ -114,7 +118,7 @@ OPTIONS: tuple[Option, ...] = (
            whole(0, 2**31 - 1, "it is how often streams matching streamPattern are looked for"),
            30_000, frozenset({STREAMING})),
     Option("stream", "stream", one_stream, None, frozenset({SINK})),
-    Option("group", "group", optional_name, None, frozenset({STREAMING})),
+    Option("group", "group", optional_name, None, frozenset({STREAMING, ACKING})),
     Option("consumer", "consumer", key_name, None, frozenset({STREAMING})),
     Option("startingPosition", "starting_position", starting_position, "latest",
            frozenset({STREAMING})),
@@ -146,7 +150,10 @@ OPTIONS: tuple[Option, ...] = (
            whole(0, 1_000_000, "use 0 to turn dead-lettering of poison entries off"), 0,
            frozenset({STREAMING})),
     Option("deadLetterStream", "dead_letter_stream", key_name, None,
-           frozenset({STREAMING, SINK})),
+           frozenset({STREAMING, SINK, ACKING})),
+    Option("ackBatchSize", "ack_batch_size",
+           whole(1, 100_000, "it is the number of IDs per XACK call"), 1000,
+           frozenset({ACKING})),
     Option("ackMode", "ack_mode", choice({m: m for m in ("commit", "manual", "none")}),
            "commit", frozenset({STREAMING})),
     Option("failOnDataLoss", "fail_on_data_loss", boolean, True, frozenset({STREAMING})),
@@ -179,11 +186,19 @@ OPTIONS: tuple[Option, ...] = (
            None, frozenset({SINK})),
 )
 _SPELLING = {o.key: o.name for o in OPTIONS}
+# Each option's keyword-argument spelling (snake_case, :func:`.connection.spell`) -> its key.
+_KEYWORDS = {spell(o.name, "keyword"): o.key for o in OPTIONS}
 
 
 def spelled(key: str) -> str:
     """An option's name as users spell it (``maxentriespertrigger`` → ``maxEntriesPerTrigger``)."""
     return _SPELLING.get(key, key)
+
+
+def option_key(name: str) -> str:
+    """The option a keyword argument names: an option's name (any case) or its snake_case
+    (``dead_letter_stream`` → ``deadletterstream``); anything else as it is (then unknown)."""
+    return _KEYWORDS.get(name, name.lower())
 
 
 def _unknown(keys: list[str], raw: Mapping[str, Any], family: frozenset[str]) -> str:
@@ -199,7 +214,7 @@ def _unknown(keys: list[str], raw: Mapping[str, Any], family: frozenset[str]) ->
             difflib.get_close_matches(key, list(_SPELLING), n=1, cutoff=0.6)
         hint = f" (did you mean {spelled(close[0])!r}?)" if close else ""
         parts.append(f"{spelled_as.get(key, key)!r}{hint}")
-    what = "reads" if family == READS else "writes"
+    what = "reads" if family == READS else _MODE_TEXT[min(family)]
     return (f"unknown option{'s' if len(parts) > 1 else ''} {', '.join(parts)}: spark-eventbus "
             f"has no such option. The options of {what}: {', '.join(names)} (the README's "
             "option tables say what each does).")
@@ -241,12 +256,18 @@ def _parse(raw: Mapping[str, Any], mode: str, family: frozenset[str], warn: bool
     return values, set(given)
 
 
-def _spec(values: Mapping[str, Any]) -> ConnectionSpec:
+def _spec(values: Mapping[str, Any], style: str = "option") -> ConnectionSpec:
     """The :class:`ConnectionSpec` of parsed option values (the fields of :class:`_Connected`,
     named as :func:`.connection.connection_spec` names its settings): the one place options
     become a spec, and where the rules across them are checked (TLS files, the Sentinel pair,
     a unix URL, the ranges), before any task."""
-    return connection_spec(**{name: values[name] for name in _SPEC_FIELDS})
+    return connection_spec(**{name: values[name] for name in _SPEC_FIELDS}, style=style)
+
+
+def connection_of(values: Mapping[str, Any], style: str = "option") -> ConnectionSpec:
+    """:func:`_spec` of settings named as the fields of :class:`_Connected` (the CLI's parsed
+    flags: ``--tls-key-file`` is ``tls_key_file``); messages spell them in ``style``."""
+    return _spec(values, style)
 
 
 # -- reads ---------------------------------------------------------------------------------------
@@ -437,3 +458,43 @@ def parse_sink_options(raw: Mapping[str, Any], *, warn: bool = True) -> SinkOpti
             f"option 'deadLetterStream' = {v['dead_letter_stream']!r} is also the target "
             "'stream'; use a separate key such as 'orders:dlq'.")
     return SinkOptions(**v)
+
+
+# -- AckingBatchWriter ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AckingOptions(_Connected):
+    """Validated settings of an :class:`~spark_eventbus.AckingBatchWriter`. Built by
+    :func:`parse_acking_options`; defaults live in :data:`OPTIONS`."""
+
+    group: str
+    dead_letter_stream: str | None
+    ack_batch_size: int
+
+
+def parse_acking_options(options: Mapping[str, Any], settings: Mapping[str, Any]
+                         ) -> AckingOptions:
+    """Validate an ``AckingBatchWriter``'s settings into :class:`AckingOptions`: ``options``
+    by option name in any case (the reader's options dict: those of other modes are left
+    out), and ``settings`` (keyword arguments, by option name or in snake_case:
+    :func:`option_key`), which win and must all apply."""
+    def applies(key: str) -> bool:
+        return key not in _SPELLING or any(o.key == key and ACKING in o.modes for o in OPTIONS)
+
+    given = {option_key(str(k)): val for k, val in settings.items()}
+    other = sorted(spelled(k) for k in given if not applies(k))
+    if other:
+        raise ConfigError(
+            f"option{'s' if len(other) > 1 else ''} {', '.join(map(repr, other))} "
+            f"{'do' if len(other) > 1 else 'does'} not apply to AckingBatchWriter, which acks "
+            "the rows' 'stream' and 'id' columns: drop "
+            f"{'them' if len(other) > 1 else 'it'}.")
+    given = {**{k: val for k, val in ((str(k).lower(), val) for k, val in options.items())
+                if applies(k)}, **given}
+    v, _ = _parse(given, ACKING, frozenset({ACKING}), warn=False)
+    _spec(v)
+    if v["group"] is None:
+        raise ConfigError("option 'group' is required: the consumer group whose entries are "
+                          "acked (the reader's 'group'), e.g. group='billing'.")
+    return AckingOptions(**v)

@@ -5,9 +5,7 @@ and after each batch commits prune the idempotency markers Spark no longer needs
 Executor side: :func:`write_partition` encodes Arrow batches (:mod:`.encoding`), cuts them into
 chunks (:mod:`.chunking`) and writes each chunk with :func:`.redisio.write_chunk`: one
 transaction (``WATCH`` the marker set of this (stream, query, batch, partition), then
-``MULTI``, the ``XADD``s, the marker ``<partition>:<chunk>``, ``EXEC``), or, where that path
-cannot (a cluster slot on the move, an ACL user without the transaction commands), one Lua
-call (``lua/sink_chunk.lua``) with the same marker. A replayed
+``MULTI``, the ``XADD``s, the marker ``<partition>:<chunk>``, ``EXEC``). A replayed
 batch — task retry, speculative attempt, or the whole batch again after a driver crash — finds
 the markers of chunks already written and adds nothing twice.
 
@@ -31,8 +29,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from .capabilities import SINK_SCRIPTS
-from .chunking import Chunker, WriteChunk, chunk_args, xadd_commands
+from .chunking import Chunker, WriteChunk, xadd_commands
 from .encoding import Reject, dead_letter_run, encode_batch
 from .errors import ConfigError, EventBusError, UnwritableRowError
 from .keys import BOOKKEEPING_TTL_MS, sink_marker_key, sink_registry_key
@@ -41,8 +38,8 @@ from .redisio import (
     NO_TRIM,
     Barrier,
     Trim,
-    check_scripting,
     check_streams,
+    check_transactions,
     delete_keys,
     forget_batches,
     preflight,
@@ -115,7 +112,7 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
         member = f"{partition}:{chunk.index}" if opts.idempotent else None
         chunk_trim = NO_TRIM if chunk.stream == dlq else trim
         added, skipped = write_chunk(spec, chunk.stream, xadd_commands(chunk), chunk.rows, key,
-                                     member, MARKER_TTL_MS, chunk_trim, lambda: chunk_args(chunk))
+                                     member, MARKER_TTL_MS, chunk_trim)
         if opts.idempotent:
             markers.add(key)
         if member is not None:
@@ -178,15 +175,14 @@ def _summary(msgs: list[SinkCommitMessage], what: str) -> None:
 def check_targets(opts: SinkOptions) -> None:
     """Driver side, before any task: Redis answers, the static target and dead-letter keys
     are streams or missing (any other type is refused, never overwritten), the server can do
-    what ``waitReplicas``/``waitAof`` ask, and it runs Lua scripts (the chunks' fallback)."""
+    what ``waitReplicas``/``waitAof`` ask, and the ACL user may run the chunks' transaction."""
     spec = opts.connection
     check_streams(spec, [(key, f"Server: {spec.display}. Choose another {option!r} option.")
                          for key, option in ((opts.stream, "stream"),
                                              (opts.dead_letter_stream, "deadLetterStream"))
                          if key is not None], "checking the sink's target streams")
     preflight(spec)
-    check_scripting(spec, "the sink (df.write / df.writeStream with format 'eventbus')",
-                    SINK_SCRIPTS)
+    check_transactions(spec, opts.stream)
 
 
 class _SinkBase:

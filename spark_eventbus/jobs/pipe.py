@@ -166,19 +166,11 @@ def build_query(spark: Any, cfg: PipeConfig) -> Any:
         out.write.format(cfg.sink_format).mode("append").options(**cfg.sink_options) \
             .save(cfg.sink_path)
 
-    from spark_eventbus.options import parse_reader_options
-
-    src = parse_reader_options(cfg.source, streaming=True, warn=False)
+    # The source's connection settings and group; malformed rows go to the [dlq] section's
+    # stream (the source's deadLetterStream is for entries delivered too often).
     writer = AckingBatchWriter(
-        write, url=src.url, group=cfg.source["group"], password=src.password,
-        tls_ca_cert=src.tls_ca_cert, tls_cert_file=src.tls_cert_file,
-        tls_key_file=src.tls_key_file, sentinels=",".join(f"{h}:{p}" for h, p in src.sentinels),
-        sentinel_master=src.sentinel_master, sentinel_username=src.sentinel_username,
-        sentinel_password=src.sentinel_password, failover_timeout_ms=src.failover_timeout_ms,
-        wait_replicas=src.wait_replicas, wait_timeout_ms=src.wait_timeout_ms,
-        wait_aof=src.wait_aof, dead_letter_stream=cfg.dead_letter_stream, is_valid=cfg.is_valid,
-        password_file=src.password_file, username_file=src.username_file,
-        credential_provider=src.credential_provider)
+        write, {k: v for k, v in cfg.source.items() if k.lower() != "deadletterstream"},
+        dead_letter_stream=cfg.dead_letter_stream, is_valid=cfg.is_valid)
     stream = events.writeStream.foreachBatch(writer).option("checkpointLocation",
                                                             cfg.checkpoint)
     if cfg.trigger == "availableNow":

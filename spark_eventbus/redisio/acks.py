@@ -1,10 +1,11 @@
 """Acks of committed batches, many streams at once (a single stream is a list of one).
 
-Chunks whose IDs this process kept when it claimed them (:meth:`.group.ConsumerOps.claimed`)
-are acked with plain ``XACK``s of those IDs, sent pre-encoded, one round trip per node; the
-other chunks with ``ack_range.lua`` (which reads the IDs from this consumer's PEL) and the
-reclaimed IDs with ``XACK``s, pipelined per node. Idempotent: an ID no longer pending is not
-counted.
+One path: ``XACK``s of IDs, pipelined (:func:`.wire.pipeline`: one round trip per node,
+following a cluster's redirections). The IDs are those this process kept when it claimed the
+chunk (:meth:`.group.ConsumerOps.claimed`, sent pre-encoded), else those the consumer's PEL
+holds in the chunk's range (``XPENDING``, one round trip before: a chunk of a plan an earlier
+driver left, or past the ID cache), and the reclaimed IDs the offset names. Idempotent: an ID
+no longer pending is not counted, so a retry or a second ack of the same batch is harmless.
 """
 
 from __future__ import annotations
@@ -12,15 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import EventBusConnectionError
-from ..offsets import ClaimedRange, StreamBatch
+from ..offsets import StreamBatch
 from . import retention
 from .boundary import redis_errors
 from .group import ConsumerOps, where
-from .retry import CLUSTER_REDIRECTS, NOT_RUN
-from .scripts import run_scripts
-from .streams import xack_commands
-from .wire import node_for, pipeline, raise_first, roundtrip
+from .streams import text, xack_commands
+from .wire import Packed, pipeline, raise_first
 
 
 def ack(pairs: Sequence[tuple[ConsumerOps, StreamBatch]]) -> int:
@@ -29,55 +27,19 @@ def ack(pairs: Sequence[tuple[ConsumerOps, StreamBatch]]) -> int:
     pairs = [(op, b) for op, b in pairs if b]
     if not pairs:
         return 0
-    ops = [op for op, _ in pairs]
-    spec = ops[0].spec
-    what = f"acking committed entries ({where(ops)})"
-    acked, rest = _ack_known(pairs, what)
-    with redis_errors(what, spec):
-        if rest:
-            acked += sum(int(n) for n in run_scripts(ops[0].redis, "ack_range", [
-                op.ack_range(c) for op, c in rest]))
-        xacks = [c for op, batch in pairs for c in xack_commands(
-            op.stream, op.group, [i for i, _ in batch.reclaimed])]
-        acked += sum(int(n) for n in raise_first(pipeline(ops[0].redis, xacks)))
-    return acked
-
-
-def _ack_known(pairs: Sequence[tuple[ConsumerOps, StreamBatch]], what: str
-               ) -> tuple[int, list[tuple[ConsumerOps, ClaimedRange]]]:
-    """The chunks whose IDs this process kept, as packed ``XACK``s in one round trip per
-    node (through the client's retries). Returns what they acked and the chunks left to
-    ``ack_range``: those whose IDs were not kept, and those of a node that stayed
-    unreachable or whose slot moved (a cluster: ``ack_range`` follows it; acks are
-    idempotent)."""
-    r = pairs[0][0].redis
-    acked = 0
-    rest: list[tuple[ConsumerOps, ClaimedRange]] = []
-    by_node: dict[int, tuple[Any, list[tuple[ConsumerOps, ClaimedRange, bytes]]]] = {}
-    for op, batch in pairs:
-        known, packed = op.packed_acks(batch)
-        rest += [(op, c) for c in batch.chunks if c not in known]
-        node = node_for(r, op.stream) if known else None
-        if known and node is None:  # no node serves the slot now: ack_range follows it
-            rest += [(op, c) for c in known]
-            continue
-        for c, p in zip(known, packed, strict=True):
-            by_node.setdefault(id(node), (node, []))[1].append((op, c, p))
-    for node, sends in by_node.values():
-        try:
-            with redis_errors(what, pairs[0][0].spec):
-                replies = roundtrip(node, [p for _, _, p in sends], len(sends),
-                                    resend_on=NOT_RUN)
-                for (op, c, _), reply in zip(sends, replies, strict=True):
-                    if isinstance(reply, CLUSTER_REDIRECTS):  # the slot moved meanwhile
-                        rest.append((op, c))
-                    elif isinstance(reply, Exception):
-                        raise reply
-                    else:
-                        acked += int(reply)
-        except EventBusConnectionError:
-            rest += [(op, c) for op, c, _ in sends]
-    return acked, rest
+    r, spec = pairs[0][0].redis, pairs[0][0].spec
+    with redis_errors(f"acking committed entries ({where([op for op, _ in pairs])})", spec):
+        xacks: list[Sequence[Any] | Packed] = []
+        unknown = []
+        for op, batch in pairs:
+            known, packed = op.packed_acks(batch)
+            xacks += packed
+            unknown += [(op, c) for c in batch.chunks if c not in known]
+            xacks += xack_commands(op.stream, op.group, [i for i, _ in batch.reclaimed])
+        pels = raise_first(pipeline(r, [op.pending_in(c) for op, c in unknown]))
+        for (op, _), pel in zip(unknown, pels, strict=True):
+            xacks += xack_commands(op.stream, op.group, [text(p[0]) for p in pel])
+        return sum(int(n) for n in raise_first(pipeline(r, xacks)))
 
 
 def trim_acked(ops: Sequence[ConsumerOps]) -> int:

@@ -1,7 +1,13 @@
-"""The capability probe (:class:`spark_eventbus.capabilities.Capabilities`): ``HELLO`` (no
-arguments: the protocol stays as it is) for the family and version, and ``SCRIPT LOAD`` of a
-one-line script for Lua. Both are in every role's ACL rule that runs scripts; nothing else is
-needed (no ``INFO``, no ``COMMAND INFO``)."""
+"""The capability probe (:class:`spark_eventbus.capabilities.Capabilities`), one round trip
+per node: ``HELLO`` (no arguments: the protocol stays as it is) for the family and version
+shown in messages, each of ``OPTIONAL_COMMANDS`` sent without arguments, and ``SCRIPT LOAD``
+of a one-line script for Lua.
+
+A command sent without its arguments is answered ``wrong number of arguments`` by a server
+that has it and ``unknown command`` by one that does not (or that renamed it away), before
+any ACL check and without touching a key: so a feature is known by its command on every
+server and for every ACL user, with nothing else in the user's rule (no ``INFO``, no
+``COMMAND INFO``)."""
 
 from __future__ import annotations
 
@@ -9,10 +15,11 @@ from typing import Any
 
 from redis.cluster import RedisCluster
 
-from ..capabilities import Capabilities, parse_version, require_scripting
+from ..capabilities import OPTIONAL_COMMANDS, Capabilities, parse_version, require_scripting
 from ..connection import ConnectionSpec
 from .base import Redis, ResponseError
 from .streams import text
+from .wire import pipeline
 
 _PROBE = "return 1"
 
@@ -23,16 +30,27 @@ def _hello(reply: Any) -> dict[str, Any]:
     return {text(reply[i]): reply[i + 1] for i in range(0, len(reply) - 1, 2)}
 
 
+def _has(reply: Any) -> bool:
+    """The reply to a command sent without arguments: does the server have that command?"""
+    return not (isinstance(reply, ResponseError) and str(reply).startswith("unknown command"))
+
+
 def server_capabilities(r: Redis, scripts: bool = True) -> Capabilities:
-    """Probe the server of ``r`` (on a cluster, every node: the oldest version counts).
-    ``scripts``: also probe Lua (callers that run scripts; their ACL rule allows
-    ``SCRIPT LOAD``). Callers translate errors (:func:`.boundary.redis_errors`)."""
-    if isinstance(r, RedisCluster):  # every primary and replica: the oldest one decides
-        replies = [r.get_redis_connection(node).execute_command("HELLO")
-                   for node in r.get_nodes()]
-    else:
-        replies = [r.execute_command("HELLO")]
-    hellos = [_hello(x) for x in replies]
+    """Probe the server of ``r``; on a cluster every primary and replica, and a command counts
+    only where every node has it (the oldest version is the one shown). ``scripts``: also
+    probe Lua (callers that run scripts; their ACL rule allows ``SCRIPT LOAD``). Callers
+    translate errors (:func:`.boundary.redis_errors`)."""
+    nodes = ([r.get_redis_connection(node) for node in r.get_nodes()]
+             if isinstance(r, RedisCluster) else [r])
+    probe = [("HELLO",), *((c.upper(),) for c in OPTIONAL_COMMANDS)]
+    hellos, commands = [], set(OPTIONAL_COMMANDS)
+    for node in nodes:
+        hello, *optional = pipeline(node, probe)
+        if isinstance(hello, Exception):
+            raise hello
+        hellos.append(_hello(hello))
+        commands &= {c for c, reply in zip(OPTIONAL_COMMANDS, optional, strict=True)
+                     if _has(reply)}
     oldest = min(hellos, key=lambda h: parse_version(text(h.get("version", "0"))))
     family = text(oldest.get("server", "redis")).lower()
     version = parse_version(text(oldest.get("version", "0")))
@@ -44,7 +62,7 @@ def server_capabilities(r: Redis, scripts: bool = True) -> Capabilities:
         except ResponseError as exc:
             msg = str(exc)
             has_lua = None if msg.startswith("NOPERM") else False
-    return Capabilities(family, version, has_lua)
+    return Capabilities(family, version, has_lua, frozenset(commands))
 
 
 def capabilities_of(spec: ConnectionSpec, scripts: bool = True) -> Capabilities:

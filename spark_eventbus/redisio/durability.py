@@ -21,7 +21,6 @@ from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
-from redis.exceptions import RedisClusterException, SlotNotCoveredError
 
 from ..capabilities import Capabilities, require_option
 from ..connection import ConnectionSpec, spell
@@ -30,8 +29,8 @@ from .base import Redis
 from .boundary import redis_errors
 from .capabilities import capabilities_of
 from .credentials import check_credentials
-from .retry import Window, WindowRetry, cluster_in_flux
-from .wire import cluster_window, node_for, read_slot_map
+from .retry import Window, WindowRetry
+from .wire import on_slot
 
 log = logging.getLogger("spark_eventbus")
 
@@ -171,7 +170,7 @@ def check_durability(spec: ConnectionSpec, r: Redis, style: str = "option") -> N
 def _require_waitaof(caps: Capabilities, have: bool, where: str, style: str) -> None:
     from ..connection import spell
 
-    require_option(caps, spell("waitAof", style), "True" if style == "argument" else "true",
+    require_option(caps, spell("waitAof", style), "true",
                    "WAITAOF (Redis >= 7.2 or Valkey has it)", have, where,
                    f"set it to false ({spell('waitReplicas', style)} still waits for "
                    "replicas), or upgrade the server")
@@ -225,25 +224,16 @@ def _wait_on(r: Redis, spec: ConnectionSpec, barriers: list[Barrier], what: str)
         _run(r, spec, barriers, what)
         return
     # A cluster's node clients do not retry: a master failing over (the connection refused,
-    # then CLUSTERDOWN, then MOVED to the promoted replica) is waited out here, within
-    # failoverTimeoutMs, each barrier sent to the node the slot map names now. On the
-    # promoted replica, a barrier's check says whether our writes made it there.
-    clock = Window(cluster_window(r))
-    while True:
-        try:
-            by_node: dict[str, list[Barrier]] = {}
-            for b in barriers:
-                by_node.setdefault(_node_id(r, b.key), []).append(b)
-            for group in by_node.values():
-                node = node_for(r, group[0].key)
-                if node is None:  # no master serves the slot yet: a failover in progress
-                    raise SlotNotCoveredError(f"no node serves the slot of {group[0].key!r}")
-                _run(node, spec, group, what)
-            return
-        except (redis.RedisError, RedisClusterException) as exc:
-            if not cluster_in_flux(exc) or not clock.wait():
-                raise
-            read_slot_map(r)
+    # then CLUSTERDOWN, then MOVED to the promoted replica) is waited out by on_slot, each
+    # node's barriers sent to the node the slot map names then. On the promoted replica, a
+    # barrier's check says whether our writes made it there.
+    by_node: dict[str, list[Barrier]] = {}
+    for b in barriers:
+        by_node.setdefault(_node_id(r, b.key), []).append(b)
+    for group in by_node.values():
+        def run(node: redis.Redis, group: list[Barrier] = group) -> None:
+            _run(node, spec, group, what)
+        on_slot(r, group[0].key, run)
 
 
 def preflight(spec: ConnectionSpec, style: str = "option") -> None:

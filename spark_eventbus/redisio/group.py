@@ -30,13 +30,13 @@ from .base import Redis, ResponseError
 from .boundary import redis_errors
 from .client import ConnectionSpec, client
 from .streams import entry_sizes, is_stream_kind, key_type, stream_exists, text
-from .wire import as_map, pipeline, raise_unless_missing
+from .wire import Packed, as_map, pipeline, raise_unless_missing
 
 log = logging.getLogger("spark_eventbus")
 
 # IDs of claimed ranges kept on the driver (RESP-encoded, ~22 bytes each) so that acking a
-# committed range is one plain XACK of its IDs instead of ack_range (XPENDING + XACK in Lua).
-# Ranges beyond this budget, and ranges of plans left by an earlier driver, use ack_range.
+# committed range is one XACK of its IDs; ranges beyond this budget, and ranges of plans left
+# by an earlier driver, read their IDs from the consumer's PEL first (:mod:`.acks`).
 ACK_ID_CACHE_BYTES = 64 * 1024 * 1024
 
 
@@ -225,20 +225,24 @@ class ConsumerOps:
 
     # -- acks (:mod:`.acks` sends them) ----------------------------------------------------------
 
-    def packed_acks(self, batch: StreamBatch) -> tuple[list[ClaimedRange], list[bytes]]:
+    def packed_acks(self, batch: StreamBatch) -> tuple[list[ClaimedRange], list[Packed]]:
         """The chunks of ``batch`` whose IDs this process kept, and one ``XACK stream group
         <ids>`` per chunk, packed as RESP from what the claim returned (no per-ID work in
         Python). The chunks leave the cache."""
         known = [c for c in batch.chunks if c in self._ack_ids]
         head = resp.bulk(b"XACK") + self._xack_args
-        packed = [resp.array_header(c.count + 3) + head + self._ack_ids[c] for c in known]
+        packed = [Packed(self.stream, resp.array_header(c.count + 3) + head + self._ack_ids[c])
+                  for c in known]
         for c in known:
             self._ack_ids_bytes -= len(self._ack_ids.pop(c))
         return known, packed
 
-    def ack_range(self, chunk: ClaimedRange) -> tuple[list[Any], list[Any]]:
-        """KEYS and ARGV of ``ack_range.lua``: ack ``chunk`` from this consumer's PEL."""
-        return [self.stream], [self.group, self.consumer, chunk.first, chunk.last]
+    def pending_in(self, chunk: ClaimedRange) -> tuple[Any, ...]:
+        """``XPENDING`` of this consumer's entries in ``chunk``: all of them, as one
+        ``XREADGROUP`` read the range whole (no entry can join it later), so at most
+        ``chunk.count``."""
+        return ("XPENDING", self.stream, self.group, chunk.first, chunk.last,
+                max(chunk.count, 1), self.consumer)
 
     # -- plans (:mod:`.plans` sends it) -------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""Adding one chunk of entries to a stream, at most once per marker, as a transaction.
+"""Adding one chunk of entries to a stream, at most once per marker, as a transaction: the
+sink's one write path (its dead letters included).
 
 The sink's chunks arrive here as ``XADD`` commands already encoded as RESP
 (:func:`spark_eventbus.chunking.xadd_commands`). One chunk is two round trips on one
@@ -12,17 +13,19 @@ connection of the node serving the stream:
    again.
 
 The marker set is per (stream, query, batch, partition), so only attempts of the same task
-(a retry, a speculative copy) ever touch it: a ``WATCH`` is only lost to the race it guards.
-Redis runs these commands as it runs any client's (no script interpreter in between), and
-the whole chunk is one ``EXEC``: the same atomicity as ``lua/sink_chunk.lua``, which stays
-the path for what this one does not cover (:func:`add_chunk` returns ``None``).
-:func:`write_chunk` is what the sink calls: this path, else the script, errors translated.
+(a retry, a speculative copy) ever touch it, and a lost ``WATCH`` means the other attempt
+wrote a chunk: the rounds end, each one either writing or finding the chunk written.
+Redis runs these commands as it runs any client's (no script interpreter in between).
+
+On a cluster the transaction goes to the node the slot map names. A slot that moved
+(``MOVED``) is followed at once with the map read again; a slot on the move (``ASK``,
+``TRYAGAIN``), no master for it (``CLUSTERDOWN``) or a node that does not answer is waited out
+with the client's backoff within ``failoverTimeoutMs``, then the transaction is sent again:
+safe with a marker, as each attempt looks for it first.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,24 +33,22 @@ import redis
 from redis.cluster import RedisCluster
 
 from ..connection import ConnectionSpec
-from ..resp import command
+from ..errors import ConfigError
 from .base import Redis
 from .boundary import redis_errors
 from .client import client
 from .retry import CLUSTER_REDIRECTS
-from .scripts import run_script
 from .streams import text
-from .wire import node_for, on_connection
+from .wire import node_for, on_connection, on_slot
+from .wire import packed as command
 
-# Retries of step 1-2 after a lost WATCH before the caller falls back to the script (only a
-# second attempt of the same task writing the same chunk at the same moment loses one).
-WATCH_ROUNDS = 8
+# Rounds of steps 1-2 in a row that lose their WATCH before the write fails. Each lost one
+# means another attempt of the same task wrote one of its chunks to this marker set, so a
+# task of fewer chunks than this always ends; the bound only stops a runaway.
+WATCH_ROUNDS = 10_000
 
-log = logging.getLogger("spark_eventbus")
-
-# The commands only this path needs (ACL rules written before it existed lack them).
+# The transaction's commands, which the ACL user needs (``eventbus acl-rule --role sink``).
 TRANSACTION_COMMANDS = ("watch", "multi", "exec", "discard", "srem")
-_warned_noperm = False
 
 _MULTI = command("MULTI")
 _EXEC = command("EXEC")
@@ -67,12 +68,8 @@ class Trim:
 NO_TRIM = Trim()
 
 
-class _Redirected(redis.ResponseError):
-    """The node does not serve the stream's slot now (cluster): use the cluster client."""
-
-
 class _NotPermitted(redis.ResponseError):
-    """The ACL user may not run a transaction command: use the script."""
+    """The ACL user may not run a transaction command."""
 
 
 def _refused_by_acl(exc: BaseException) -> bool:
@@ -96,8 +93,8 @@ def _trim_commands(stream: str, trim: Trim, server_ms: int | None) -> list[bytes
 def _read(conn: Any) -> Any:
     try:
         return conn.read_response()
-    except CLUSTER_REDIRECTS as exc:
-        raise _Redirected(f"{type(exc).__name__}: {exc}") from exc
+    except CLUSTER_REDIRECTS:
+        raise  # the node does not serve the slot now: :func:`.wire.on_slot` follows it
     except redis.ResponseError as exc:
         if _refused_by_acl(exc) and any(f"'{c}'" in str(exc).lower()
                                         for c in TRANSACTION_COMMANDS):
@@ -141,7 +138,7 @@ def _once(conn: Any, stream: str, xadds: bytes, count: int, marker: str | None, 
             _read(conn)
         except redis.ResponseError as exc:
             refused.append(exc)
-    refused.sort(key=lambda e: not isinstance(e, _Redirected | _NotPermitted))
+    refused.sort(key=lambda e: not isinstance(e, (*CLUSTER_REDIRECTS, _NotPermitted)))
     try:
         result = _read(conn)
     except redis.exceptions.ExecAbortError:
@@ -160,77 +157,74 @@ def _once(conn: Any, stream: str, xadds: bytes, count: int, marker: str | None, 
 
 
 def add_chunk(r: Redis, stream: str, xadds: bytes, count: int, marker: str | None,
-              member: str, ttl_ms: int, trim: Trim = NO_TRIM) -> tuple[int, bool] | None:
+              member: str, ttl_ms: int, trim: Trim = NO_TRIM) -> tuple[int, bool]:
     """Add ``count`` entries (``xadds``: that many ``XADD stream * ...`` in RESP) to
     ``stream`` and, when ``marker`` is given, ``member`` to the set ``marker`` (in the
     stream's slot), atomically, unless ``member`` is already there; then trim.
 
-    Returns (entries added, whether the marker said the chunk was already written), or
-    ``None`` when this path cannot do it — on a cluster, the slot moved or the node did not
-    answer; anywhere, the WATCH was lost ``WATCH_ROUNDS`` times, or the ACL user may not run
-    ``TRANSACTION_COMMANDS`` (logged once per process) — and the caller must run
-    the script (``lua/sink_chunk.lua``), which checks the same marker. On a single node,
-    connection errors are retried through the client's ``Retry``: with a marker that is
-    safe, as the retry first looks for the marker.
+    Returns (entries added, whether the marker said the chunk was already written). Connection
+    errors are retried through the client's ``Retry`` (on a cluster, see the module's
+    docstring): with a marker that is safe, as a retry first looks for the marker. An ACL
+    user that may not run ``TRANSACTION_COMMANDS`` gets a :class:`ConfigError` naming them.
     """
-    cluster = isinstance(r, RedisCluster)
-    node = node_for(r, stream)
-    if node is None:
-        return None
 
-    def attempt(conn: Any) -> tuple[int, bool] | None:
+    def attempt(conn: Any) -> tuple[int, bool]:
         for _ in range(WATCH_ROUNDS):
             done = _once(conn, stream, xadds, count, marker, member, ttl_ms, trim)
             if done is not None:
                 return done
-        return None
+        raise redis.ResponseError(
+            f"the chunk's WATCH on {marker!r} was lost {WATCH_ROUNDS} times in a row")
 
     try:
-        if cluster:  # not retried on the node: the cluster client's script follows the slot
-            try:
-                return on_connection(node, attempt, retried=False)
-            except (_Redirected, redis.ConnectionError, redis.TimeoutError):
-                return None
-        return on_connection(node, attempt)
+        if isinstance(r, RedisCluster):  # retried by on_slot, which follows the slot
+            return on_slot(r, stream, lambda node: on_connection(node, attempt, retried=False))
+        return on_connection(r, attempt)
     except _NotPermitted as exc:
-        _warn_noperm(exc)
-        return None
+        raise _not_permitted(exc) from exc
 
 
-def _warn_noperm(exc: BaseException) -> None:
-    global _warned_noperm
-    if not _warned_noperm:
-        _warned_noperm = True
-        log.warning(
-            "spark-eventbus sink: the Redis ACL user may not run a transaction (%s); chunks "
-            "are written by the Lua script instead, which costs Redis more per entry. Add %s "
-            "to the user's rule (`eventbus acl-rule --role sink` prints it).", exc,
-            " ".join(f"+{c}" for c in TRANSACTION_COMMANDS))
+def _not_permitted(exc: BaseException) -> ConfigError:
+    return ConfigError(
+        f"the sink writes each chunk as one transaction, which the Redis ACL user may not run "
+        f"({exc}). Add {' '.join(f'+{c}' for c in TRANSACTION_COMMANDS)} to the user's rule "
+        "(`eventbus acl-rule --role sink` prints the whole rule).")
 
 
-def _script_trim(trim: Trim) -> list[str]:
-    """``lua/sink_chunk.lua``'s trimming arguments."""
-    return [str(trim.max_len) if trim.max_len is not None else "", trim.min_id or "",
-            str(trim.min_age_ms) if trim.min_age_ms is not None else "",
-            "~" if trim.approximate else "="]
+def check_transactions(spec: ConnectionSpec, stream: str | None) -> None:
+    """At start (driver), before any task: the ACL user may run the chunk's transaction —
+    ``WATCH`` (of ``stream``, when the write names one), ``MULTI`` and an empty ``EXEC``, which
+    change nothing. A :class:`ConfigError` naming the commands to add otherwise."""
+    cmds = ([command("WATCH", stream)] if stream else []) + [_MULTI, _EXEC]
+
+    def probe(conn: Any) -> None:
+        conn.send_packed_command(cmds)
+        for _ in cmds:
+            _read(conn)
+
+    with redis_errors("checking that the sink may run its transactions", spec):
+        r = client(spec)
+        if isinstance(r, RedisCluster):
+            node = node_for(r, stream) if stream else r.get_redis_connection(
+                r.get_default_node())
+        else:
+            node = r
+        try:
+            on_connection(node, probe)
+        except _NotPermitted as exc:
+            raise _not_permitted(exc) from exc
+        except CLUSTER_REDIRECTS:
+            pass  # the slot is on the move: the tasks follow it and check again
 
 
 def write_chunk(spec: ConnectionSpec, stream: str, xadds: bytes, count: int,
-                marker: str, member: str | None, ttl_ms: int, trim: Trim,
-                script_args: Callable[[], list[Any]]) -> tuple[int, int]:
-    """One sink chunk (executor side): :func:`add_chunk`, or where it cannot (a cluster slot
-    on the move, lost WATCHes, an ACL refusal) ``lua/sink_chunk.lua`` with the same marker
-    (``script_args()``: the chunk's entries as the script takes them). ``member`` ``None``:
-    no idempotency marker. Returns (entries added, chunks found already written); redis-py
-    errors come out as :class:`~spark_eventbus.errors.EventBusError`."""
-    r = client(spec)
+                marker: str, member: str | None, ttl_ms: int, trim: Trim) -> tuple[int, int]:
+    """One sink chunk (executor side): :func:`add_chunk` on this process's client for
+    ``spec``. ``member`` ``None``: no idempotency marker. Returns (entries added, chunks found
+    already written); redis-py errors come out as :class:`~spark_eventbus.errors.EventBusError`.
+    """
     with redis_errors(f"writing {count} entries to stream {stream!r}", spec):
-        done = add_chunk(r, stream, xadds, count, marker if member is not None else None,
-                         member or "", ttl_ms, trim)
-        if done is None:
-            added, skipped = run_script(
-                r, "sink_chunk", [stream, marker],
-                [member or "", ttl_ms, *_script_trim(trim), *script_args()])
-        else:
-            added, skipped = done
-    return int(added), int(skipped)
+        added, skipped = add_chunk(client(spec), stream, xadds, count,
+                                   marker if member is not None else None, member or "",
+                                   ttl_ms, trim)
+    return added, int(skipped)

@@ -7,22 +7,21 @@ redis-py's public connection API (``ConnectionPool.get_connection``/``release``,
 * :func:`on_connection` — one pool connection of a node, a job run on it through the
   connection's ``Retry``, the connection dropped on any failure (replies may be left unread,
   a ``WATCH`` may be set) and given back.
-* :func:`roundtrip` — commands already encoded as RESP sent at once, one reply read for each,
-  error replies in place (or the first raised).
-* :func:`pipeline` — commands as argument tuples: the driver's per-stream work over thousands
-  of streams, replies as the server sent them (no redis-py reply callbacks).
+* :func:`pipeline` — commands as argument tuples (or :class:`Packed`, already RESP): the
+  driver's per-stream work over thousands of streams, replies as the server sent them (no
+  redis-py reply callbacks).
 
 Replies are read with ``read_response``, so RESP3 push messages are redis-py's to handle (it
-reads them aside, or hands them to their handler), never taken for a reply. Measured before
-this path replaced one reading hiredis's reader through redis-py's private parser: 10,000
-``XINFO GROUPS`` replies in one round trip cost the same within the machine's noise (40-60 ms
-either way); ``make bench``'s many-streams part is the figure that counts.
+reads them aside, or hands them to their handler), never taken for a reply: 10,000
+``XINFO GROUPS`` replies in one round trip take 40-60 ms here; ``make bench``'s many-streams
+part is the figure that counts.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import redis
@@ -38,7 +37,7 @@ from redis.exceptions import (
 )
 
 from .base import Redis, ResponseError
-from .retry import CLUSTER_SEND_AGAIN, NOT_RUN, Window, WindowRetry
+from .retry import CLUSTER_SEND_AGAIN, NOT_RUN, Window, WindowRetry, cluster_in_flux
 
 log = logging.getLogger("spark_eventbus")
 
@@ -57,11 +56,29 @@ except ImportError:
 PACKER = "hiredis" if _hiredis_pack is not None else "redis-py"
 
 
-def pack(commands: Sequence[Sequence[Any]]) -> list[bytes]:
-    """``commands`` (argument tuples) as RESP, ready for ``send_packed_command``."""
+@dataclass(frozen=True)
+class Packed:
+    """A command already encoded as RESP (``data``) whose key (``key``, routed on a cluster) is
+    its first: :func:`pipeline` sends it as it is, like the argument tuples it packs."""
+
+    key: str
+    data: bytes
+
+
+def pack(commands: Sequence[Sequence[Any] | Packed]) -> list[bytes]:
+    """``commands`` (argument tuples, or :class:`Packed`) as RESP, ready for
+    ``send_packed_command``."""
     if _hiredis_pack is not None:
-        return [b"".join(_hiredis_pack(tuple(c)) for c in commands)]
-    return list(redis.connection.Connection().pack_commands(commands))
+        hp = _hiredis_pack
+        return [b"".join(c.data if isinstance(c, Packed) else hp(tuple(c)) for c in commands)]
+    conn = redis.connection.Connection()
+    return [c.data if isinstance(c, Packed) else b"".join(conn.pack_command(*c))
+            for c in commands]
+
+
+def packed(*args: Any) -> bytes:
+    """One command (its arguments) as RESP."""
+    return b"".join(pack([args]))
 
 
 def read_replies(conn: Any, n: int) -> list[Any]:
@@ -107,13 +124,13 @@ def is_no_such_key(reply: Any, *, or_wrong_type: bool = True) -> bool:
     return isinstance(reply, ResponseError) and str(reply).startswith(prefixes)
 
 
-def node_for(r: Redis, key: str) -> redis.Redis | None:
+def node_for(r: Redis, key: str) -> redis.Redis:
     """The single-node client that serves ``key``: ``r`` itself, or on a cluster the client of
-    the node the slot map names (made if the map names a node new to it; ``None`` when it
-    names none)."""
+    the node the slot map names (made if the map names a node new to it). A slot the map gives
+    no node raises ``SlotNotCoveredError``."""
     if isinstance(r, RedisCluster):
         node = r.get_node_from_key(key)
-        return None if node is None else node.redis_connection or r.get_redis_connection(node)
+        return node.redis_connection or r.get_redis_connection(node)
     return r
 
 
@@ -135,33 +152,7 @@ def on_connection(node: redis.Redis, job: Callable[[Any], T], *, retried: bool =
         pool.release(conn)
 
 
-def roundtrip(node: redis.Redis, packed: Sequence[bytes], n: int, *,
-              resend_on: tuple[type[BaseException], ...] = (),
-              raise_errors: bool = False) -> list[Any]:
-    """``packed`` (RESP, ``n`` commands) sent at once on one connection of ``node``, ``n``
-    replies read, through the client's ``Retry`` (so only commands safe to run twice). A
-    reply of a type in ``resend_on`` (a command that did not run) sends them all again, as a
-    broken connection does. Error replies stay in place, or with ``raise_errors`` the first
-    is raised once all are read."""
-
-    def attempt(conn: Any) -> list[Any]:
-        conn.send_packed_command(list(packed))
-        replies = read_replies(conn, n)
-        for reply in replies:
-            if resend_on and isinstance(reply, resend_on):
-                conn.disconnect()
-                raise reply
-        return replies
-
-    replies = on_connection(node, attempt)
-    if raise_errors:
-        for reply in replies:
-            if isinstance(reply, ResponseError):
-                raise reply
-    return replies
-
-
-def pipeline(r: Redis, commands: Sequence[Sequence[Any]]) -> list[Any]:
+def pipeline(r: Redis, commands: Sequence[Sequence[Any] | Packed]) -> list[Any]:
     """``commands`` in one round trip per node, their replies as the server sent them: no
     redis-py reply callbacks; an error reply is an exception object in the list, not raised.
 
@@ -176,12 +167,23 @@ def pipeline(r: Redis, commands: Sequence[Sequence[Any]]) -> list[Any]:
     if isinstance(r, RedisCluster):
         return _per_node(r, commands)
     packed = pack(commands)  # once: a retry sends the same bytes again
-    return roundtrip(r, packed, len(commands), resend_on=NOT_RUN)
+
+    def attempt(conn: Any) -> list[Any]:
+        conn.send_packed_command(packed)
+        replies = read_replies(conn, len(commands))
+        if any(isinstance(reply, NOT_RUN) for reply in replies):
+            conn.disconnect()  # on_connection's Retry sends them all again
+            raise next(reply for reply in replies if isinstance(reply, NOT_RUN))
+        return replies
+
+    return on_connection(r, attempt)
 
 
-def command_key(command: Sequence[Any]) -> Any:
+def command_key(command: Sequence[Any] | Packed) -> Any:
     """The key a command of this package routes by on a cluster (its first key), or ``None``
     for a command without one."""
+    if isinstance(command, Packed):
+        return command.key
     name = str(command[0]).upper() if not isinstance(command[0], bytes) else \
         command[0].decode().upper()
     if name in ("EVALSHA", "EVAL", "FCALL"):
@@ -196,10 +198,10 @@ def command_key(command: Sequence[Any]) -> Any:
 
 # MOVED/ASK redirections followed at once, without backoff, per call (redis-py's request TTL
 # is 16 hops); past that they wait like the rest.
-_HOPS = 16
+HOPS = 16
 
 
-def _per_node(r: RedisCluster, commands: Sequence[Sequence[Any]]) -> list[Any]:
+def _per_node(r: RedisCluster, commands: Sequence[Sequence[Any] | Packed]) -> list[Any]:
     """:func:`pipeline` on a cluster: the commands grouped by the node that serves each key's
     slot, one packed round trip per node. A reply that says the slot moved or is moving, or no
     master serves it (a failover), and the commands of a node that did not answer, are sent
@@ -223,7 +225,7 @@ def _per_node(r: RedisCluster, commands: Sequence[Sequence[Any]]) -> list[Any]:
             read_slot_map(r)
             continue
         for node, indexes in groups.values():
-            sends: list[Sequence[Any]] = []
+            sends: list[Sequence[Any] | Packed] = []
             for i in indexes:
                 if i in ask:
                     sends.append(("ASKING",))
@@ -257,7 +259,7 @@ def _per_node(r: RedisCluster, commands: Sequence[Sequence[Any]]) -> list[Any]:
             break
         redirected_only = failed is None and all(
             i in ask or isinstance(replies[i], MovedError) for i in todo)
-        if redirected_only and (hops := hops + 1) <= _HOPS:
+        if redirected_only and (hops := hops + 1) <= HOPS:
             if moved:
                 read_slot_map(r)
             continue  # MOVED/ASK: follow them now, whatever the window (as redis-py does)
@@ -271,14 +273,14 @@ def _per_node(r: RedisCluster, commands: Sequence[Sequence[Any]]) -> list[Any]:
     return replies
 
 
-def _sender(commands: Sequence[Sequence[Any]]) -> Callable[[Any], list[Any]]:
+def _sender(commands: Sequence[Sequence[Any] | Packed]) -> Callable[[Any], list[Any]]:
     def send(conn: Any) -> list[Any]:
         conn.send_packed_command(pack(commands))
         return read_replies(conn, len(commands))
     return send
 
 
-def _by_node(r: RedisCluster, commands: Sequence[Sequence[Any]], todo: list[int],
+def _by_node(r: RedisCluster, commands: Sequence[Sequence[Any] | Packed], todo: list[int],
              ask: dict[int, Any]) -> dict[str, tuple[Any, list[int]]]:
     """``todo``'s command indexes grouped by node: the node an ``ASK`` named, else the one the
     slot map names for the command's key (any node for a command without one)."""
@@ -291,6 +293,30 @@ def _by_node(r: RedisCluster, commands: Sequence[Sequence[Any]], todo: list[int]
             node = r.get_default_node() if key is None else r.get_node_from_key(key)
         groups.setdefault(node.name, (node, []))[1].append(i)
     return groups
+
+
+def on_slot(r: RedisCluster, key: str, job: Callable[[redis.Redis], T]) -> T:
+    """``job`` on the client of the node serving ``key``'s slot, through a cluster changing
+    hands: a slot that moved (``MOVED``) is followed at once, the slot map read again (up to
+    :data:`HOPS` times); a slot on the move (``ASK``, ``TRYAGAIN``), no master for it, a node
+    that does not answer (:func:`.retry.cluster_in_flux`, and the client's rule for
+    connection errors) is waited out with the client's backoff within its window
+    (``failoverTimeoutMs``), the map read again. ``job`` may then run again: it must be safe
+    to run twice. What a single node's ``Retry`` does for its client, for one slot's work."""
+    clock = Window(cluster_window(r))
+    hops = 0
+    while True:
+        try:
+            return job(node_for(r, key))
+        except (redis.RedisError, RedisClusterException) as exc:
+            if isinstance(exc, MovedError) and (hops := hops + 1) <= HOPS:
+                read_slot_map(r)
+                continue
+            waits = clock.retry.retries(exc) if isinstance(exc, (ConnectionError, TimeoutError)) \
+                else cluster_in_flux(exc)
+            if not waits or not clock.wait():
+                raise
+            read_slot_map(r)
 
 
 def cluster_window(r: RedisCluster) -> WindowRetry:

@@ -157,3 +157,10 @@ def kill_and_restart(bases: list[list[str]], chks: list[Path], logs: Path, times
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(p.pid, signal.SIGKILL)
                 p.wait(30)
+
+
+def rejected_calls(node: Any, command: str) -> int:
+    """How many ``command`` calls the server ``node`` (a harness server) refused before running
+    them (``INFO commandstats``): a cluster redirection (MOVED, ASK) counts."""
+    stats = node.client().info("commandstats").get(f"cmdstat_{command}", {})
+    return int(stats.get("rejected_calls", 0))

@@ -187,10 +187,14 @@ def test_acks_run_on_executors_one_xack_per_chunk(spark, own_redis, names, tmp_p
 
 
 def test_invalid_arguments_are_refused_with_the_rule():
-    with pytest.raises(ConfigError, match="ack_batch_size = 0 is invalid"):
+    with pytest.raises(ConfigError, match="option 'ackBatchSize' = '0' is invalid"):
         AckingBatchWriter(lambda d, b: None, group="g", ack_batch_size=0)
-    with pytest.raises(ConfigError, match="group is required"):
+    with pytest.raises(ConfigError, match="option 'group' is required"):
         AckingBatchWriter(lambda d, b: None, group="")
+    with pytest.raises(ConfigError, match=r"'dead_leter_stream' \(did you mean 'deadLetterStream'"):
+        AckingBatchWriter(lambda d, b: None, group="g", dead_leter_stream="x")
+    with pytest.raises(ConfigError, match="'stream' does not apply to AckingBatchWriter"):
+        AckingBatchWriter(lambda d, b: None, group="g", stream="s")
     with pytest.raises(ConfigError, match="is not callable"):
         AckingBatchWriter("nope", group="g")  # type: ignore[arg-type]
     assert "secret" not in repr(AckingBatchWriter(lambda d, b: None, group="g",

@@ -13,7 +13,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from spark_eventbus import AckingBatchWriter
+from spark_eventbus import AckingBatchWriter, ConfigError
 from spark_eventbus.acl import rule
 from spark_eventbus.cli import main as cli
 from spark_eventbus.losses import RangeLoss
@@ -204,11 +204,12 @@ def test_a_missing_key_pattern_fails_at_query_start_naming_it(spark, redis_serve
     assert q.lastProgress is None
 
 
-@pytest.mark.parametrize("drop", ["+watch", "+multi"])
-def test_a_sink_rule_without_transactions_writes_through_the_script(spark, redis_server, drop):
-    """A sink user whose rule predates the transaction path (no WATCH, or no MULTI): the
-    transaction is refused before any XADD is sent, and chunks go through the script —
-    every row once."""
+@pytest.mark.parametrize("drop", ["+watch", "+multi", "+exec"])
+def test_a_sink_rule_without_transactions_is_refused_at_start_naming_the_commands(
+        spark, redis_server, drop):
+    """A sink user whose rule lacks a transaction command (WATCH, MULTI, EXEC): the write is
+    refused on the driver before any task, naming what to add and the command that prints
+    the rule; nothing is written. The chunk itself says the same on an executor."""
     import numpy as np
 
     from spark_eventbus.chunking import WriteChunk, xadd_commands
@@ -219,15 +220,18 @@ def test_a_sink_rule_without_transactions_writes_through_the_script(spark, redis
     r = redis_server.client()
     stream, _ = _names()
     url = _user(r, redis_server, "sink", [stream], drop=drop)
+    fix = r"\+watch \+multi \+exec \+discard \+srem.*eventbus acl-rule --role sink"
+    with pytest.raises(Exception, match=r"transaction.*ACL user may not run.*" + fix):
+        spark.range(10).select(F.col("id").cast("string").alias("n")) \
+            .write.format("eventbus").option("url", url).option("stream", stream) \
+            .mode("append").save()
     limited = new_client(ConnectionSpec(url))
     marker = sink_marker_key(stream, "q", "0", 0)
     run = Run(("n",), [["a", "b", "c"]], 3, np.zeros(3, dtype=np.int64))
-    packed = xadd_commands(WriteChunk(stream, 0, [run], 3))
-    assert add_chunk(limited, stream, packed, 3, marker, "0:0", 60_000) is None
-    assert r.exists(stream) == 0 and r.exists(marker) == 0  # nothing ran outside a MULTI
+    with pytest.raises(ConfigError, match=fix):
+        add_chunk(limited, stream, xadd_commands(WriteChunk(stream, 0, [run], 3)), 3, marker,
+                  "0:0", 60_000)
     limited.close()
-    spark.range(2500).repartition(2).select(F.col("id").cast("string").alias("n")) \
-        .write.format("eventbus").option("url", url).option("stream", stream) \
-        .mode("append").save()
-    got = Counter(f[b"n"].decode() for _, f in r.xrange(stream))
-    assert got == Counter(str(i) for i in range(2500))
+    assert r.exists(stream) == 0 and r.exists(marker) == 0  # nothing ran outside a MULTI
+
+

@@ -32,6 +32,7 @@ from tests.integration.helpers import (
     checkpoint,
     pending,
     produce,
+    rejected_calls,
     run_available_now,
     stream_df,
     wait_for,
@@ -528,8 +529,9 @@ def test_a_stream_pattern_finds_streams_on_every_master(spark, redis_cluster, tm
 
 def test_a_sink_write_rides_over_its_slot_split_for_seconds(spark, redis_cluster, names):
     """The target's slot stays split mid-reshard for ~5 s (the stream on one master, its
-    markers' side on the other): the chunk script gets TRYAGAIN all that time and is retried
-    within failoverTimeoutMs; once the reshard finishes the write goes through, each row once."""
+    markers' side on the other): the chunk's transaction is redirected (ASK) all that time and
+    is sent again within failoverTimeoutMs; once the reshard finishes the write goes through,
+    each row once."""
     r = redis_cluster.client()
     target = f"{{sp{names['tag']}}}:out"
     r.xadd(target, {"n": "seed"})
@@ -538,7 +540,7 @@ def test_a_sink_write_rides_over_its_slot_split_for_seconds(spark, redis_cluster
     other = next(n for n in redis_cluster.masters() if n is not source)
     redis_cluster.begin_move(slot, other, keys=False)
     redis_cluster.migrate_keys(source, other, slot, [target])
-    before = _tryagain_count(other) + _tryagain_count(source)
+    before = rejected_calls(source, "watch")
     errors: list[BaseException] = []
 
     def write() -> None:
@@ -553,7 +555,7 @@ def test_a_sink_write_rides_over_its_slot_split_for_seconds(spark, redis_cluster
     writer = threading.Thread(target=write)
     writer.start()
     try:
-        wait_for(lambda: _tryagain_count(other) + _tryagain_count(source) > before,
+        wait_for(lambda: rejected_calls(source, "watch") > before,
                  timeout=60, what="the write meeting the split")
         time.sleep(5)
         assert writer.is_alive()  # still retrying, not failed

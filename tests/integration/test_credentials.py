@@ -222,11 +222,11 @@ def test_bad_credentials_fail_at_start_naming_the_option_and_ack_nothing(
     assert "secret-token" not in text  # what a provider says is never shown
     assert r.xinfo_groups(names["stream"])[0]["last-delivered-id"] == b"0-0"  # nothing read
     arg = "credential_provider" if option == "credentialProvider" else "password_file"
-    with pytest.raises(ConfigError) as aw:  # the AckingBatchWriter names its own arguments
+    with pytest.raises(ConfigError) as aw:  # the AckingBatchWriter takes the same options
         w = AckingBatchWriter(lambda df, i: None, url=redis_server.url, group="g",
                               **{arg: options[option]})
-        preflight(w.spec, "argument")
-    assert f"argument '{arg}'" in str(aw.value) and says in str(aw.value), str(aw.value)
+        preflight(w.spec)
+    assert f"option '{option}'" in str(aw.value) and says in str(aw.value), str(aw.value)
 
 
 @pytest.mark.server

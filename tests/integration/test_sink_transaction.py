@@ -1,8 +1,7 @@
 """The sink's chunk transaction (``redisio.add_chunk``: WATCH the marker set, then MULTI, the
 XADDs, the marker, EXEC) against a real Redis: at most once per marker, also when another
 attempt of the same task writes the chunk between the check and the EXEC; a key that is no
-stream is refused with nothing marked; on a cluster, a slot that moved sends the chunk to the
-script path."""
+stream is refused with nothing marked; on a cluster, a slot that moved is followed."""
 
 from __future__ import annotations
 
@@ -16,8 +15,9 @@ import redis
 from spark_eventbus.chunking import WriteChunk, xadd_commands
 from spark_eventbus.encoding import Run
 from spark_eventbus.keys import key_slot, sink_marker_key
-from spark_eventbus.redisio import ConnectionSpec, Trim, add_chunk, new_client, run_script
+from spark_eventbus.redisio import ConnectionSpec, Trim, add_chunk, new_client
 from spark_eventbus.redisio.produce import _once
+from tests.integration.helpers import rejected_calls
 
 pytestmark = [pytest.mark.integration, pytest.mark.server]
 
@@ -111,10 +111,10 @@ def test_trimming_in_the_transaction(redis_server, names):
     assert r.xlen(old) == 5 and b"ancient" not in {f[b"n"] for _, f in r.xrange(old)}
 
 
-def test_on_a_cluster_a_moved_slot_sends_the_chunk_to_the_script(redis_cluster, names):
-    """A client whose slot map is stale gets MOVED inside the transaction: ``add_chunk``
-    writes nothing and says so; the script through the cluster client (which follows MOVED)
-    then writes the chunk with the same marker, once."""
+def test_on_a_cluster_a_moved_slot_is_followed_and_the_chunk_written_once(redis_cluster, names):
+    """A client whose slot map is stale gets MOVED inside the transaction: it reads the map
+    again and writes the chunk on the new owner, once; the same chunk again finds its marker
+    there."""
     stream = f"tx{names['tag']}:orders"
     spec = ConnectionSpec(redis_cluster.url)
     stale = new_client(spec)
@@ -125,16 +125,12 @@ def test_on_a_cluster_a_moved_slot_sends_the_chunk_to_the_script(redis_cluster, 
     redis_cluster.move_slot(key_slot(stream), target)
     marker = sink_marker_key(stream, "q", "0", 0)
     chunk = _chunk(stream, 0, 50)
-    assert add_chunk(stale, stream, xadd_commands(chunk), 50, marker, "0:0", 60_000) is None
-    r = redis_cluster.client()
-    assert r.exists(stream) == 0 and r.exists(marker) == 0
-    from spark_eventbus.chunking import chunk_args
-
-    added, skipped = run_script(stale, "sink_chunk", [stream, marker],
-                                ["0:0", 60_000, "", "", "", "~", *chunk_args(chunk)])
-    assert (added, skipped) == (50, 0)
-    # The marker both paths share: the transaction now finds it on the new owner.
+    moved_before = rejected_calls(owner, "watch")
+    assert add_chunk(stale, stream, xadd_commands(chunk), 50, marker, "0:0", 60_000) == (
+        50, False)
+    assert rejected_calls(owner, "watch") > moved_before  # the old owner did answer MOVED
     assert add_chunk(stale, stream, xadd_commands(chunk), 50, marker, "0:0", 60_000) == (
         0, True)
+    r = redis_cluster.client()
     assert _numbers(r, stream) == Counter(str(i) for i in range(50))
     stale.close()

@@ -76,15 +76,20 @@ def test_waiting_for_replicas_needs_the_sinks_markers() -> None:
     assert parse_sink_options({"stream": "s", "waitReplicas": "1"}).wait_replicas == 1
 
 
-def test_acking_batch_writer_names_its_keyword_arguments() -> None:
-    with pytest.raises(ConfigError, match="argument 'sentinels' needs argument "
-                                          "'sentinel_master'"):
+def test_acking_batch_writer_takes_the_readers_option_names_or_their_snake_case() -> None:
+    with pytest.raises(ConfigError, match="option 'sentinels' needs option 'sentinelMaster'"):
         AckingBatchWriter(lambda df, i: None, group="g", sentinels="a:1")
-    with pytest.raises(ConfigError, match="argument 'wait_replicas' = -1"):
+    with pytest.raises(ConfigError, match="option 'waitReplicas' = '-1'"):
         AckingBatchWriter(lambda df, i: None, group="g", wait_replicas=-1)
     w = AckingBatchWriter(lambda df, i: None, group="g", sentinels="a:1", sentinel_master="m",
-                          wait_replicas=1)
+                          wait_replicas=1, tls_key_file=None)
     assert w.spec.sentinels == (("a", 1),) and w.spec.wait_replicas == 1
+    # the reader's options dict as it is (what does not apply is left out); keywords win
+    reader = {"url": "redis://h:1/0", "stream": "s", "group": "billing", "ackMode": "manual",
+              "deadLetterStream": "s:dlq", "waitAof": "true", "ackBatchSize": "10"}
+    w = AckingBatchWriter(lambda df, i: None, reader, ackBatchSize=20, wait_aof=False)
+    assert (w.group, w.dead_letter_stream, w.ack_batch_size) == ("billing", "s:dlq", 20)
+    assert w.spec.display == "redis://h:1/0" and not w.spec.wait_aof
 
 
 def test_the_cli_spells_flags() -> None:
@@ -238,7 +243,7 @@ def test_the_commands_route_by_their_first_key() -> None:
 ])
 def test_one_source_of_credentials_named_in_each_callers_spelling(kwargs, says) -> None:
     url = kwargs.pop("url", "redis://h:6379/0")
-    for style, word in (("option", "option '"), ("argument", "argument '"), ("flag", "--")):
+    for style, word in (("option", "option '"), ("flag", "--")):
         with pytest.raises(ConfigError) as err:
             connection_spec(url, style=style, **kwargs)
         assert says in str(err.value) and word in str(err.value), str(err.value)

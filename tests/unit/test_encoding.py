@@ -16,7 +16,7 @@ from pyspark.sql import types as T
 from redis.connection import Connection
 
 from spark_eventbus import ConfigError
-from spark_eventbus.chunking import Chunker, WriteChunk, chunk_args, xadd_commands
+from spark_eventbus.chunking import Chunker, WriteChunk, xadd_commands
 from spark_eventbus.encoding import Run, dead_letter_run, encode_batch
 from spark_eventbus.sink_schema import plan_encoding
 
@@ -156,11 +156,6 @@ def test_chunks_are_bounded_in_bytes_too_and_a_huge_row_travels_alone():
         assert got == [["0", "1", "2"], ["3"], ["4", "5", "6"], ["7"]]
 
 
-def test_chunk_args_interleave_runs_row_major():
-    chunk = next(iter(Chunker(3).add("s", _run(("a", "b"), [["1", "2", "3"], ["x", "y", "z"]]))))
-    assert chunk_args(chunk) == [2, 3, "a", "b", "1", "x", "2", "y", "3", "z"]
-
-
 _text = st.text(st.sampled_from(list("%%d$*\r\n:{}ab")) | st.characters(codec="utf-8"),
                max_size=12)
 _runs = st.lists(st.integers(1, 4).flatmap(lambda k: st.tuples(
@@ -207,11 +202,17 @@ def test_xadd_commands_of_encoded_arrow_rows_are_what_redis_py_sends(stream, row
 
 def test_without_hiredis_commands_pack_to_the_same_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Executors that get the package as --py-files have redis-py but no hiredis: redis-py's
-    packer then gives the bytes hiredis gives (any argument type the package sends)."""
+    packer then gives the bytes hiredis gives (any argument type the package sends); a command
+    already packed goes as it is, in its place, with either."""
     from spark_eventbus.redisio import wire
 
-    commands = [("XADD", "s", "*", "f", "é\x00", b"\xff\x00"), ("XACK", "s", "g", 1, 2.5),
+    packed = wire.Packed("s", b"*4\r\n$4\r\nXACK\r\n$1\r\ns\r\n$1\r\ng\r\n$3\r\n1-1\r\n")
+    assert packed.data == wire.packed("XACK", "s", "g", "1-1")
+    commands = [("XADD", "s", "*", "f", "é\x00", b"\xff\x00"), packed, ("XACK", "s", "g", 1, 2.5),
                 ("EVALSHA", "a" * 40, 1, "k", "")]
     with_hiredis = wire.pack(commands)
+    assert b"".join(with_hiredis) == b"".join(wire.pack(commands[:1])) + packed.data + b"".join(
+        wire.pack(commands[2:]))
+    assert wire.command_key(packed) == "s"
     monkeypatch.setattr(wire, "_hiredis_pack", None)
     assert b"".join(wire.pack(commands)) == b"".join(with_hiredis)
