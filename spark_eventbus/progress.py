@@ -4,8 +4,9 @@ each to every listener):
 
 * under ``_eventbus``, the totals and aggregates over every stream: ``streams``,
   ``entriesBehind`` (summed; None if any stream's is unknown), its ``min``/``avg``/``max`` over
-  the streams where it is known and how many are unknown, ``pending`` (summed over the streams
-  where it is known), the planned batch's ``claimed`` and ``reclaimed``, the query run's
+  the streams where it is known and how many are unknown, ``pending`` (summed; None if any
+  stream's is unknown: :func:`.redisio.probes.total`, the one rule for totals), the planned
+  batch's ``claimed`` and ``reclaimed``, the query run's
   ``deadLettered``, ``lostRanges`` and ``lostEntries``, and ``streamsNotShown``;
 * per stream (``entriesBehind`` — the group's lag, ``XINFO GROUPS``; None = unknown, e.g. Redis
   7.0 after XDEL/trim; ``lag``, the same value under ``XINFO GROUPS``'s name —, ``pending``,
@@ -23,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .loss_reports import SourceMetrics
-from .redisio import ConsumerOps, GroupStats, total_lag
+from .redisio import ConsumerOps, GroupStats, total
 
 # The per-stream part of a progress report at most (JSON bytes); with the aggregates the
 # source's part of a progress event stays under 64 KB however many streams a query reads.
@@ -39,7 +40,6 @@ def report(ops: Mapping[str, ConsumerOps], found: list[GroupStats],
     names = list(ops)
     stats = dict(zip(names, found, strict=True))
     known = [s.lag for s in found if s.lag is not None]
-    pending = [s.pending for s in found if s.pending is not None]
     out: dict[str, Any] = {}
     size = 0
     for name in _by_interest(names, stats, m):
@@ -55,12 +55,12 @@ def report(ops: Mapping[str, ConsumerOps], found: list[GroupStats],
         "streams": len(names), "streamsNotShown": len(names) - len(out),
         "claimed": sum(c for c, _ in m.planned.values()),
         "reclaimed": sum(r for _, r in m.planned.values()),
-        "entriesBehind": total_lag(found),
+        "entriesBehind": total([s.lag for s in found]),
         "entriesBehindMin": min(known, default=None),
         "entriesBehindAvg": round(sum(known) / len(known), 1) if known else None,
         "entriesBehindMax": max(known, default=None),
         "entriesBehindUnknown": len(found) - len(known),
-        "pending": sum(pending),
+        "pending": total([s.pending for s in found]),
         "deadLettered": m.dead_lettered, "lostRanges": m.lost_ranges,
         "lostEntries": m.lost_entries}
     return out

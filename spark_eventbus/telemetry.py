@@ -10,7 +10,7 @@ Instruments (attributes ``redis.client.consumer_group`` and, within the bound be
 * ``eventbus.stream.entries_behind`` (gauge, ``{entry}``): each group's lag as last reported
   (a stream whose lag the server does not know has no point; the total none while any is
   unknown, as progress's ``entriesBehind`` is null then);
-  ``eventbus.stream.pending`` (gauge): its pending entries;
+  ``eventbus.stream.pending`` (gauge): its pending entries (the total by the same rule);
 * ``redis.client.stream.lag`` (histogram, seconds): how old the entries of a batch are when it
   is planned, from their IDs' time — one observation per claimed range (its oldest entry) and
   per reclaimed entry, redis-py's instrument for stream consumers;
@@ -39,7 +39,7 @@ from .factories import call_factory
 from .ids import StreamId
 from .loss_reports import SourceMetrics
 from .offsets import StreamBatch
-from .redisio import GroupStats, total_lag
+from .redisio import GroupStats, total
 
 log = logging.getLogger("spark_eventbus")
 
@@ -175,12 +175,12 @@ class Telemetry:
             # every series it has seen, so "the most behind" would pile up over time
             top = known if len(names) <= STREAM_SERIES else []
             behind = [(s.lag or 0, self._attrs(n)) for n, s in top]
-            total = total_lag(found)
-            if total is not None:  # a total with an unknown part is unknown: left out
-                behind.append((total, self._attrs()))
             pending = [(s.pending, self._attrs(n)) for n, s in top if s.pending is not None]
-            pending.append((sum(s.pending for s in found if s.pending is not None),
-                            self._attrs()))
+            for gauge, part in ((behind, [s.lag for s in found]),
+                                (pending, [s.pending for s in found])):
+                whole = total(part)
+                if whole is not None:  # a total with an unknown part is unknown: left out
+                    gauge.append((whole, self._attrs()))
             with self._lock:
                 self._gauges = {"behind": behind, "pending": pending}
             dead, lost = metrics.dead_lettered, metrics.lost_entries

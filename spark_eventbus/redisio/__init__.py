@@ -39,7 +39,7 @@ from .losses import (
     xrange_each,
 )
 from .markers import delete_keys, forget_batches, record_markers
-from .probes import GroupStats, Probe, checked_lag, total_lag
+from .probes import GroupStats, Probe, checked_lag, total
 from .produce import NO_TRIM, Trim, add_chunk, check_transactions, write_chunk
 from .scripts import run_script, script_text
 from .streams import (
@@ -107,7 +107,7 @@ __all__ = [
     "stream_exists",
     "stream_span",
     "text",
-    "total_lag",
+    "total",
     "translate",
     "wait_for_writes",
     "write_chunk",

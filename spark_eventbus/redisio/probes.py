@@ -2,7 +2,7 @@
 list of one), pipelined per node: :func:`probe` (``XINFO GROUPS`` and ``XLEN``, and ``XINFO
 STREAM`` where the group has something to read or its lag of 0 is unsure), :func:`news` (one
 ``XREAD COUNT 1`` naming the streams with entries after a position), the one lag rule
-(:func:`checked_lag`) and the one rule for totals (:func:`total_lag`), progress
+(:func:`checked_lag`) and the one rule for totals (:func:`total`), progress
 (:func:`stats`), ``minEntriesPerTrigger``'s count (:func:`available`) and
 ``Trigger.AvailableNow``'s end (:func:`last_generated_ids`). Replies are read as they come (no
 redis-py reply callbacks: with thousands of streams those cost more than the round trip)."""
@@ -61,11 +61,10 @@ def checked_lag(lag: int | None, entries_read: int | None, last_delivered: str |
     return lag
 
 
-def total_lag(found: Sequence[GroupStats]) -> int | None:
-    """The one rule for a total over streams: the sum of the groups' lags, unknown (None) when
-    any of them is (progress shows it null, telemetry leaves the total out)."""
-    lags = [s.lag for s in found]
-    return None if None in lags else sum(x for x in lags if x is not None)
+def total(values: Sequence[int | None]) -> int | None:
+    """The one rule for a total over streams (entries behind, pending): the sum, unknown (None)
+    when any part is (progress shows it null, telemetry leaves the total out)."""
+    return None if None in values else sum(x for x in values if x is not None)
 
 
 @dataclass(frozen=True)

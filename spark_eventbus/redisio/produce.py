@@ -39,7 +39,7 @@ from .boundary import redis_errors
 from .client import client
 from .retry import CLUSTER_REDIRECTS
 from .streams import text
-from .wire import node_for, on_connection, on_slot
+from .wire import on_connection, on_slot
 from .wire import packed as command
 
 # Rounds of steps 1-2 in a row that lose their WATCH before the write fails. Each lost one
@@ -73,7 +73,8 @@ class _NotPermitted(redis.ResponseError):
 
 
 def _refused_by_acl(exc: BaseException) -> bool:
-    return isinstance(exc, redis.exceptions.NoPermissionError) or str(exc).startswith("NOPERM")
+    """An ACL refusal: ``NOPERM``, or the ``EXECABORT`` of an ``EXEC`` the user may not run."""
+    return isinstance(exc, redis.exceptions.NoPermissionError) or "NOPERM" in str(exc)
 
 
 def _trim_commands(stream: str, trim: Trim, server_ms: int | None) -> list[bytes]:
@@ -192,9 +193,13 @@ def _not_permitted(exc: BaseException) -> ConfigError:
 
 
 def check_transactions(spec: ConnectionSpec, stream: str | None) -> None:
-    """At start (driver), before any task: the ACL user may run the chunk's transaction —
-    ``WATCH`` (of ``stream``, when the write names one), ``MULTI`` and an empty ``EXEC``, which
-    change nothing. A :class:`ConfigError` naming the commands to add otherwise."""
+    """At start (driver), before any task, once per process: the ACL user may run the chunk's
+    transaction — ``WATCH`` (of ``stream``, when the write names one), ``MULTI`` and an empty
+    ``EXEC``, which change nothing. A :class:`ConfigError` naming the commands to add
+    otherwise. On a cluster, on the node of ``stream``'s slot (any slot's without one),
+    through a failover as the chunks go (:func:`.wire.on_slot`)."""
+    if (spec, stream) in _checked:
+        return
     cmds = ([command("WATCH", stream)] if stream else []) + [_MULTI, _EXEC]
 
     def probe(conn: Any) -> None:
@@ -204,17 +209,18 @@ def check_transactions(spec: ConnectionSpec, stream: str | None) -> None:
 
     with redis_errors("checking that the sink may run its transactions", spec):
         r = client(spec)
-        if isinstance(r, RedisCluster):
-            node = node_for(r, stream) if stream else r.get_redis_connection(
-                r.get_default_node())
-        else:
-            node = r
         try:
-            on_connection(node, probe)
+            if isinstance(r, RedisCluster):
+                on_slot(r, stream or "eventbus",
+                        lambda node: on_connection(node, probe, retried=False))
+            else:
+                on_connection(r, probe)
         except _NotPermitted as exc:
             raise _not_permitted(exc) from exc
-        except CLUSTER_REDIRECTS:
-            pass  # the slot is on the move: the tasks follow it and check again
+    _checked.add((spec, stream))
+
+
+_checked: set[tuple[ConnectionSpec, str | None]] = set()
 
 
 def write_chunk(spec: ConnectionSpec, stream: str, xadds: bytes, count: int,
