@@ -213,7 +213,8 @@ class ReaderDriver:
         if o.connection.waits:
             wait_for_writes(o.connection, [
                 _plan_barrier(self.ops[n].plan_key, begin.run, seq, b)
-                for n, b in batches.items() if b], f"recording the claim plan of batch {seq}")
+                for n, b in batches.items() if b], f"recording the claim plan of batch {seq}",
+                no_task_retry=True)
         self.claimer.reports.shipped(batches)  # before the pre-claim thread counts again
         self.telemetry.planned(batches, time.monotonic() - began, len(self.ops))
         self._start_prefetch(begin, budget, seq + 1, batches)

@@ -182,12 +182,16 @@ def _node_id(r: Redis, key: str) -> str:
     return ""
 
 
-def wait_for_writes(spec: ConnectionSpec, barriers: list[Barrier], what: str) -> None:
+def wait_for_writes(spec: ConnectionSpec, barriers: list[Barrier], what: str, *,
+                    no_task_retry: bool = False) -> None:
     """Return once the writes the ``barriers`` name are on the replicas (and AOF) ``spec``
     asks for; nothing to do when it asks for none. One round trip per node serving the keys
     (a WAIT covers every earlier write of its node). Raises :class:`ReplicationError`
     (retriable) when they are missing or not confirmed within ``waitTimeoutMs``; other errors
-    translated."""
+    translated. ``no_task_retry``: the caller is the driver (the reader's plans), which has no
+    Spark task retry to fall back on — a failure there stops the query — so every shortfall
+    is waited out within ``failoverTimeoutMs``, not only replicas missing (after a failover
+    the old primary may rejoin, count as online and still be loading its snapshot)."""
     if not spec.waits or not barriers:
         return
     from .client import client
@@ -209,13 +213,18 @@ def wait_for_writes(spec: ConnectionSpec, barriers: list[Barrier], what: str) ->
                 _wait_on(r, spec, barriers, what)
             return
         except ReplicasShort as exc:
-            if not (missing or isinstance(exc, ReplicasMissing)) or not clock.wait():
+            if not (no_task_retry or missing or isinstance(exc, ReplicasMissing)) \
+                    or not clock.wait():
                 raise
             if not missing:
-                log.warning("spark-eventbus: %s: %s replica(s) online, fewer than %s = %d; "
-                            "waiting for them for up to %d ms", what, exc.online,
-                            spell("waitReplicas", spec.style), spec.wait_replicas,
-                            spec.failover_timeout_ms)
+                log.warning("spark-eventbus: %s: %s; waiting for the replicas for up to %d ms "
+                            "(%s)", what,
+                            f"{exc.online} replica(s) online, fewer than "
+                            f"{spell('waitReplicas', spec.style)} = {spec.wait_replicas}"
+                            if isinstance(exc, ReplicasMissing) else
+                            "the replicas did not acknowledge within "
+                            f"{spell('waitTimeoutMs', spec.style)}",
+                            spec.failover_timeout_ms, spell("failoverTimeoutMs", spec.style))
             missing = True
 
 
