@@ -12,6 +12,8 @@ from .ids import is_digits
 # The commands newer than the oldest server supported that some path may use, each probed by
 # name (:mod:`.redisio.capabilities`), never inferred from a version: Valkey reports its own
 # numbers, forks and backports add commands, and a server may rename a command away.
+# WAITAOF backs option waitAof; XACKDEL is probed for the retention that follows every group
+# (Redis 8.2's ACKED trimming), which no path uses yet.
 OPTIONAL_COMMANDS = ("waitaof", "xackdel")
 
 
@@ -66,8 +68,8 @@ def require_scripting(caps: Capabilities, what: str, server: str,
 
 def require_option(caps: Capabilities, option: str, value: str, feature: str,
                    have: bool, server: str, fix: str) -> None:
-    """Refuse ``option`` (as spelled in messages: ``option 'waitAof'``, ``argument
-    'wait_aof'``) = ``value`` when the server lacks ``feature``."""
+    """Refuse ``option`` (as spelled in messages: ``option 'waitAof'``, ``--wait-aof``) =
+    ``value`` when the server lacks ``feature``."""
     if not have:
         raise ConfigError(f"{option} = {value} needs {feature}, which the server at {server} "
                           f"({caps.display}) does not have; {fix}.")

@@ -216,7 +216,7 @@ def connection_spec(url: str, password: str | None = None, tls_ca_cert: str | No
                     credential_provider: str | None = None) -> ConnectionSpec:
     """The :class:`ConnectionSpec` of these settings, checked first (:func:`check_url`,
     :func:`check_tls`, the Sentinel pair, the ranges; ``style`` is how messages name settings:
-    ``option``, ``argument`` or ``flag``). Idempotent: options parsed and checked before build
+    ``option`` or ``flag``). Idempotent: options parsed and checked before build
     the same spec again at no risk."""
     check_url(url, password, name=url_name or spell("url", style))
     check_tls({"url": url, "tls_ca_cert": tls_ca_cert, "tls_cert_file": tls_cert_file,

@@ -69,7 +69,7 @@ _MODE_TEXT = {BATCH: "batch reads", STREAMING: "streaming reads", SINK: "writes"
               ACKING: "AckingBatchWriter"}
 
 DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
-# Rows per sink script call; the cap keeps one call well under 50 ms of Redis time.
+# Rows per sink chunk (one transaction); the cap keeps one EXEC well under 50 ms of Redis time.
 MAX_CHUNK_SIZE = 10_000
 # Spark itself may pass these; they are not ours to validate.
 _SPARK_OPTIONS = {"path", "paths", "checkpointlocation", "__sparkinternal"}
@@ -473,6 +473,20 @@ class AckingOptions(_Connected):
     ack_batch_size: int
 
 
+def _as_text(value: Any) -> Any:
+    """A keyword argument's value as an option's text: bytes decoded, booleans as
+    ``true``/``false``, a list of ``(host, port)`` pairs (``sentinels``) as ``host:port,…``;
+    anything else as it is (``str()`` of it is parsed)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple | list):
+        return ",".join(":".join(map(str, x)) if isinstance(x, tuple | list) else str(x)
+                        for x in value)
+    return value
+
+
 def parse_acking_options(options: Mapping[str, Any], settings: Mapping[str, Any]
                          ) -> AckingOptions:
     """Validate an ``AckingBatchWriter``'s settings into :class:`AckingOptions`: ``options``
@@ -482,7 +496,7 @@ def parse_acking_options(options: Mapping[str, Any], settings: Mapping[str, Any]
     def applies(key: str) -> bool:
         return key not in _SPELLING or any(o.key == key and ACKING in o.modes for o in OPTIONS)
 
-    given = {option_key(str(k)): val for k, val in settings.items()}
+    given = {option_key(str(k)): _as_text(val) for k, val in settings.items()}
     other = sorted(spelled(k) for k in given if not applies(k))
     if other:
         raise ConfigError(
@@ -490,8 +504,9 @@ def parse_acking_options(options: Mapping[str, Any], settings: Mapping[str, Any]
             f"{'do' if len(other) > 1 else 'does'} not apply to AckingBatchWriter, which acks "
             "the rows' 'stream' and 'id' columns: drop "
             f"{'them' if len(other) > 1 else 'it'}.")
-    given = {**{k: val for k, val in ((str(k).lower(), val) for k, val in options.items())
-                if applies(k)}, **given}
+    given = {**{k: _as_text(val) for k, val in ((str(k).lower(), val)
+                                                for k, val in options.items()) if applies(k)},
+             **given}
     v, _ = _parse(given, ACKING, frozenset({ACKING}), warn=False)
     _spec(v)
     if v["group"] is None:

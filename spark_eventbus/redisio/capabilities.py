@@ -31,8 +31,12 @@ def _hello(reply: Any) -> dict[str, Any]:
 
 
 def _has(reply: Any) -> bool:
-    """The reply to a command sent without arguments: does the server have that command?"""
-    return not (isinstance(reply, ResponseError) and str(reply).startswith("unknown command"))
+    """The reply to a command sent without arguments: does the server have that command?
+    Only "wrong number of arguments" (or an ACL refusal, which comes after the lookup) says
+    yes; "unknown command", or anything else a proxy may answer, says no."""
+    text = str(reply)
+    return isinstance(reply, ResponseError) and (
+        text.startswith("wrong number of arguments") or text.startswith("NOPERM"))
 
 
 def server_capabilities(r: Redis, scripts: bool = True) -> Capabilities:

@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import redis
@@ -162,7 +163,7 @@ def check_durability(spec: ConnectionSpec, r: Redis, style: str = "option") -> N
                             from None
                     if "unknown command" not in msg:
                         raise
-                    unknown = True  # the version says it has WAITAOF, the server does not
+                    unknown = True  # the probe found WAITAOF, this node has not got it
                 if unknown:
                     _require_waitaof(caps, False, where, style)
 
@@ -222,7 +223,7 @@ def wait_for_writes(spec: ConnectionSpec, barriers: list[Barrier], what: str, *,
                             f"{exc.online} replica(s) online, fewer than "
                             f"{spell('waitReplicas', spec.style)} = {spec.wait_replicas}"
                             if isinstance(exc, ReplicasMissing) else
-                            "the replicas did not acknowledge within "
+                            "the writes were not confirmed (replicas, or the AOF) within "
                             f"{spell('waitTimeoutMs', spec.style)}",
                             spec.failover_timeout_ms, spell("failoverTimeoutMs", spec.style))
             missing = True
@@ -233,16 +234,23 @@ def _wait_on(r: Redis, spec: ConnectionSpec, barriers: list[Barrier], what: str)
         _run(r, spec, barriers, what)
         return
     # A cluster's node clients do not retry: a master failing over (the connection refused,
-    # then CLUSTERDOWN, then MOVED to the promoted replica) is waited out by on_slot, each
-    # node's barriers sent to the node the slot map names then. On the promoted replica, a
-    # barrier's check says whether our writes made it there.
-    by_node: dict[str, list[Barrier]] = {}
-    for b in barriers:
-        by_node.setdefault(_node_id(r, b.key), []).append(b)
-    for group in by_node.values():
-        def run(node: redis.Redis, group: list[Barrier] = group) -> None:
-            _run(node, spec, group, what)
-        on_slot(r, group[0].key, run)
+    # then CLUSTERDOWN, then MOVED to the promoted replica) is waited out by on_slot. Each
+    # round sends, to the node serving the first barrier left, every barrier left that the
+    # slot map puts on that node then (grouped inside the retry: a failover or a reshard can
+    # move them). On the promoted replica, a barrier's check says whether our writes made it.
+    left = list(barriers)
+    while left:
+        left = on_slot(r, left[0].key, partial(_run_node, r, spec, left, what))
+
+
+def _run_node(r: RedisCluster, spec: ConnectionSpec, left: list[Barrier], what: str,
+              node: redis.Redis) -> list[Barrier]:
+    """The barriers of ``left`` the slot map puts on the node of ``left[0]`` now, run on
+    ``node`` (that node's client); returns the others."""
+    here = _node_id(r, left[0].key)
+    on = [_node_id(r, b.key) == here for b in left]
+    _run(node, spec, [b for b, yes in zip(left, on, strict=True) if yes], what)
+    return [b for b, yes in zip(left, on, strict=True) if not yes]
 
 
 def preflight(spec: ConnectionSpec, style: str = "option") -> None:

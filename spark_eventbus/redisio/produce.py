@@ -34,6 +34,7 @@ from redis.cluster import RedisCluster
 
 from ..connection import ConnectionSpec
 from ..errors import ConfigError
+from ..keys import sink_marker_key
 from .base import Redis
 from .boundary import redis_errors
 from .client import client
@@ -118,7 +119,7 @@ def _once(conn: Any, stream: str, xadds: bytes, count: int, marker: str | None, 
     _read(conn)  # +OK of MULTI
     if marker is not None and int(replies[1]) == 1:
         conn.send_packed_command([_DISCARD])  # also drops the WATCH
-        conn.read_response()
+        _read(conn)
         return 0, True
     kind = text(replies[2 if marker is not None else 0])
     if kind not in ("stream", "none"):
@@ -152,7 +153,7 @@ def _once(conn: Any, stream: str, xadds: bytes, count: int, marker: str | None, 
     if failed:
         if marker is not None:  # the chunk was not (wholly) written: do not say it was
             conn.send_packed_command([command("SREM", marker, member)])
-            conn.read_response()
+            _read(conn)
         raise failed[0]
     return count, False
 
@@ -165,7 +166,9 @@ def add_chunk(r: Redis, stream: str, xadds: bytes, count: int, marker: str | Non
 
     Returns (entries added, whether the marker said the chunk was already written). Connection
     errors are retried through the client's ``Retry`` (on a cluster, see the module's
-    docstring): with a marker that is safe, as a retry first looks for the marker. An ACL
+    docstring): with a marker that is safe, as a retry first looks for the marker; without one
+    (``idempotent=false``) a retry after a connection lost during ``EXEC`` can add the chunk
+    twice — that mode is at-least-once, as the README says. An ACL
     user that may not run ``TRANSACTION_COMMANDS`` gets a :class:`ConfigError` naming them.
     """
 
@@ -194,13 +197,17 @@ def _not_permitted(exc: BaseException) -> ConfigError:
 
 def check_transactions(spec: ConnectionSpec, stream: str | None) -> None:
     """At start (driver), before any task, once per process: the ACL user may run the chunk's
-    transaction — ``WATCH`` (of ``stream``, when the write names one), ``MULTI`` and an empty
-    ``EXEC``, which change nothing. A :class:`ConfigError` naming the commands to add
-    otherwise. On a cluster, on the node of ``stream``'s slot (any slot's without one),
-    through a failover as the chunks go (:func:`.wire.on_slot`)."""
+    transaction — ``MULTI`` and an empty ``EXEC``, ``MULTI`` and ``DISCARD``, and, when the
+    write names its ``stream``, ``WATCH`` and ``SREM`` of a marker key of it that no write
+    uses (nothing changes). A :class:`ConfigError` naming the commands to add otherwise. On a
+    cluster, on the node of ``stream``'s slot (any slot's without one), through a failover as
+    the chunks go (:func:`.wire.on_slot`)."""
     if (spec, stream) in _checked:
         return
-    cmds = ([command("WATCH", stream)] if stream else []) + [_MULTI, _EXEC]
+    cmds = [_MULTI, _EXEC, _MULTI, _DISCARD]
+    if stream:
+        probe_key = sink_marker_key(stream, "check", "-", 0)
+        cmds = [command("WATCH", probe_key), command("SREM", probe_key, "-"), *cmds]
 
     def probe(conn: Any) -> None:
         conn.send_packed_command(cmds)

@@ -52,9 +52,8 @@ RETRY_ON: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutErr
 NOT_RUN: tuple[type[Exception], ...] = (redis.ConnectionError, ReadOnlyError)
 # Replies a cluster node gives for a key whose slot it does not serve now: it moved (MOVED,
 # which redis-py derives from ASK), is moving (ASK, TRYAGAIN), or no master serves it yet
-# (CLUSTERDOWN). Commands sent on one node's connection (the packed acks, the sink's
-# transaction) are then sent again through the cluster client, which follows redirections
-# and reads the slot map again.
+# (CLUSTERDOWN). Work sent on one node's connection (the per-node pipeline, the sink's
+# transaction) is then sent again where the slot map, read again, says (.wire).
 CLUSTER_REDIRECTS: tuple[type[Exception], ...] = (MovedError, AskError, TryAgainError,
                                                   ClusterDownError)
 # Replies the cluster's per-node pipeline sends again itself: those, and READONLY (a master

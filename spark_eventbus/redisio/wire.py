@@ -10,6 +10,8 @@ redis-py's public connection API (``ConnectionPool.get_connection``/``release``,
 * :func:`pipeline` — commands as argument tuples (or :class:`Packed`, already RESP): the
   driver's per-stream work over thousands of streams, replies as the server sent them (no
   redis-py reply callbacks).
+* :func:`on_slot` — one slot's work on a cluster (the sink's transaction, a node's barriers),
+  following the slot through a failover or a reshard.
 
 Replies are read with ``read_response``, so RESP3 push messages are redis-py's to handle (it
 reads them aside, or hands them to their handler), never taken for a reply: 10,000

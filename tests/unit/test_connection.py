@@ -278,7 +278,7 @@ def test_a_password_file_is_read_at_every_connection(tmp_path) -> None:
         creds.get_credentials()
     (tmp_path / "user").write_text("svc\n")
     secret.write_text("three")
-    assert FileCredentials(str(secret), str(tmp_path / "user"), None, "argument"
+    assert FileCredentials(str(secret), str(tmp_path / "user"), None, "flag"
                            ).get_credentials() == ("svc", "three")
 
 
