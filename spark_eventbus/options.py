@@ -256,18 +256,13 @@ def _parse(raw: Mapping[str, Any], mode: str, family: frozenset[str], warn: bool
     return values, set(given)
 
 
-def _spec(values: Mapping[str, Any], style: str = "option") -> ConnectionSpec:
-    """The :class:`ConnectionSpec` of parsed option values (the fields of :class:`_Connected`,
-    named as :func:`.connection.connection_spec` names its settings): the one place options
-    become a spec, and where the rules across them are checked (TLS files, the Sentinel pair,
-    a unix URL, the ranges), before any task."""
-    return connection_spec(**{name: values[name] for name in _SPEC_FIELDS}, style=style)
-
-
 def connection_of(values: Mapping[str, Any], style: str = "option") -> ConnectionSpec:
-    """:func:`_spec` of settings named as the fields of :class:`_Connected` (the CLI's parsed
-    flags: ``--tls-key-file`` is ``tls_key_file``); messages spell them in ``style``."""
-    return _spec(values, style)
+    """The :class:`ConnectionSpec` of settings named as the fields of :class:`_Connected` (as
+    :func:`.connection.connection_spec` names them: parsed option values, or the CLI's parsed
+    flags, ``--tls-key-file`` being ``tls_key_file``): the one place settings become a spec,
+    and where the rules across them are checked (TLS files, the Sentinel pair, a unix URL, the
+    ranges), before any task; messages spell the settings in ``style``."""
+    return connection_spec(**{name: values[name] for name in _SPEC_FIELDS}, style=style)
 
 
 # -- reads ---------------------------------------------------------------------------------------
@@ -297,7 +292,7 @@ class _Connected:
 
     @property
     def connection(self) -> ConnectionSpec:
-        return _spec({name: getattr(self, name) for name in _SPEC_FIELDS})
+        return connection_of({name: getattr(self, name) for name in _SPEC_FIELDS})
 
 
 _SPEC_FIELDS = tuple(f.name for f in fields(_Connected))
@@ -355,7 +350,7 @@ def parse_reader_options(raw: Mapping[str, Any], *, streaming: bool, warn: bool 
     logs a warning for options the mode (streaming or batch) ignores.
     """
     v, given = _parse(raw, STREAMING if streaming else BATCH, READS, warn)
-    _spec(v)
+    connection_of(v)
     if v["stream_pattern"] is not None:
         if v["streams"]:
             raise ConfigError(
@@ -445,7 +440,7 @@ def parse_sink_options(raw: Mapping[str, Any], *, warn: bool = True) -> SinkOpti
     rows with a ``stream`` column (checked against the schema by the sink).
     """
     v, _ = _parse(raw, SINK, frozenset({SINK}), warn)
-    _spec(v)
+    connection_of(v)
     if not v["idempotent"] and (v["wait_replicas"] > 0 or v["wait_aof"]):
         raise ConfigError("options 'waitReplicas'/'waitAof' need option 'idempotent' = true: "
                           "the wait confirms a task's chunks by their idempotency markers on "
@@ -508,7 +503,7 @@ def parse_acking_options(options: Mapping[str, Any], settings: Mapping[str, Any]
                                                 for k, val in options.items()) if applies(k)},
              **given}
     v, _ = _parse(given, ACKING, frozenset({ACKING}), warn=False)
-    _spec(v)
+    connection_of(v)
     if v["group"] is None:
         raise ConfigError("option 'group' is required: the consumer group whose entries are "
                           "acked (the reader's 'group'), e.g. group='billing'.")
