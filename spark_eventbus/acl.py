@@ -73,7 +73,7 @@ def key_patterns(role: str, streams: Iterable[str], dead_letter_stream: str | No
         patterns += sorted({f"{{{_glob_escape(slot_tag(k))}}}:{PREFIX}:*" for k in keys})
     if role == "sink":
         patterns.append(f"{{{PREFIX}:*}}:{PREFIX}:sink-registry")
-    if role in ("streaming-reader", "cli"):  # consumer leases' heartbeat (many streams)
+    if role in ("streaming-reader", "cli"):  # the consumer leases' heartbeat
         patterns.append(f"{{{PREFIX}:*}}:{PREFIX}:{ALIVE}")
     return patterns
 

@@ -16,7 +16,6 @@ from .ledger import ClaimState
 from .loss_reports import SourceMetrics
 from .offsets import BatchOffset, StreamBatch
 from .options import ReaderOptions
-from .planning import MANY_STREAMS
 from .redisio import ConsumerOps, acks, plans
 
 # trimAcked over many streams: every stream is trimmed every this many trims (the others, only
@@ -108,10 +107,10 @@ class Closer:
         if not o.trim_acked or (now - claims.last_trim_at) * 1000 < o.trim_interval_ms:
             return
         claims.last_trim_at = now
-        # Over many streams, the streams this query acked since the last trim, and every
-        # stream every TRIM_ALL_EVERY-th time (another group's acks can free entries too).
+        # The streams this query acked since the last trim, and every stream every
+        # TRIM_ALL_EVERY-th time (another group's acks can free entries too).
         acked, claims.acked_since_trim = claims.acked_since_trim, set()
-        everything = len(self.ops) < MANY_STREAMS or claims.trims % TRIM_ALL_EVERY == 0 \
+        everything = claims.trims % TRIM_ALL_EVERY == 0 \
             or o.ack_mode != "commit"  # acks this driver does not see (AckingBatchWriter)
         claims.trims += 1
         acks.trim_acked([op for name, op in list(self.ops.items())

@@ -5,7 +5,7 @@ Spark's calls to it) and composes, each owning its state:
 
 * :class:`.subscription.Subscription` — which streams (a list, or ``streamPattern``);
 * :class:`.lease.ConsumerLease` — one live query per consumer; **its own thread** renews the
-  leases (and a heartbeat key) and touches nothing else but ``ConsumerOps.lease_token``;
+  query's heartbeat key (and its leases) and touches nothing else but ``ConsumerOps.lease_token``;
 * :class:`.claimer.Claimer` — fills a batch (:meth:`.claimer.Claimer.fill`), with its probe
   cache, ledger and loss reports;
 * :class:`.closing.Closer` — acks, plans and trims of committed batches;
@@ -38,7 +38,7 @@ from .ledger import ClaimState
 from .loss_reports import SourceMetrics
 from .offsets import BatchOffset, StreamBatch
 from .options import ReaderOptions
-from .planning import MANY_STREAMS, first_claim_allowance, preclaim_allowance, should_wait
+from .planning import first_claim_allowance, preclaim_allowance, should_wait
 from .prefetch import Prefetcher
 from .progress import report
 from .redisio import (
@@ -79,9 +79,7 @@ class ReaderDriver:
         self.opts = opts
         self.subscription = Subscription(opts)
         self.ops: dict[str, ConsumerOps] = self.subscription.ops
-        self.lease = ConsumerLease(self.ops, opts.group, opts.consumer_name, opts.connection,
-                                   heartbeat=opts.stream_pattern is not None
-                                   or len(self.ops) >= MANY_STREAMS)
+        self.lease = ConsumerLease(self.ops, opts.group, opts.consumer_name, opts.connection)
         self.prefetch = Prefetcher("eventbus-preclaim")
         self.claims = ClaimState()
         self.metrics = SourceMetrics()

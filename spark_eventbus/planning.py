@@ -15,11 +15,6 @@ from .offsets import ClaimedRange, StreamBatch
 # time, also on a busy CPU (the README's benchmark section has the longest command measured).
 MAX_CLAIM_CHUNK = 2_000
 
-# From this many streams on (or with streamPattern), a query avoids per-stream work per trigger:
-# a probe asks only the streams that may have changed (claimer.Claimer.probe), and the consumer
-# leases are kept alive by one heartbeat key (lease.ConsumerLease)
-MANY_STREAMS = 32
-
 
 def claim_chunk_size(limit: int | None, num_partitions: int, streams: int) -> int:
     """Entries per XREADGROUP call: small enough to split a batch over ``num_partitions``.

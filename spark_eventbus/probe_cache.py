@@ -1,9 +1,9 @@
 """Each stream's group as last probed, and which streams to probe again (driver).
 
-On a single node, from :data:`.planning.MANY_STREAMS` streams on, a quiet stream costs no
-command: one ``XREAD COUNT 1`` names the streams with news, and only they (and the streams
-this query changed since their last probe: claims, reclaims, acks) are probed; every stream
-is probed in full at least every ``min(claimMinIdleMs, discoveryIntervalMs)``.
+A quiet stream costs no command of its own: one ``XREAD COUNT 1`` names the streams with
+news, and only they (and the streams this query changed since their last probe: claims,
+reclaims, acks) are probed; every stream is probed in full at least every
+``min(claimMinIdleMs, discoveryIntervalMs)``.
 
 Two threads use it: the planning thread (``latestOffset``, its progress report) and the
 pre-claim thread (:mod:`.prefetch`); a probe holds ``_probing``, and the marks of changed
@@ -19,7 +19,6 @@ from collections.abc import Iterable, Mapping
 from .errors import ConfigError, EventBusConnectionError, EventBusError
 from .loss_reports import LossReports
 from .options import ReaderOptions
-from .planning import MANY_STREAMS
 from .redisio import ConsumerOps, GroupStats, Probe, probes
 
 log = logging.getLogger("spark_eventbus")
@@ -32,12 +31,10 @@ class ProbeCache:
         self.ops = ops  # the subscription's streams (they change under streamPattern)
         self.reports = reports
         # What each stream's group looked like when last probed, the streams this query
-        # changed since (claims, reclaims, acks), and when every stream was last probed;
-        # watch False: the ACL user may not XREAD, every probe asks every stream
+        # changed since (claims, reclaims, acks), and when every stream was last probed
         self.probed: dict[str, Probe] = {}
         self.dirty: set[str] = set()
         self.probed_all_at = float("-inf")
-        self.watch = True
         self._probing = threading.Lock()  # the pre-claim thread and the progress report
         self._marks = threading.Lock()  # dirty: the pre-claim thread, acks and probes
 
@@ -51,16 +48,14 @@ class ProbeCache:
         :meth:`claim_new` (``planning``: where there is news, only as much as that decision
         needs) and for the progress report (one pipelined round trip per node).
 
-        On a single node, from :data:`MANY_STREAMS` streams on, a quiet stream costs nothing:
-        one ``XREAD COUNT 1`` over every stream this query has not changed since its last
-        probe, from the group's last delivered ID then, names those with new entries, and only
+        A quiet stream costs nothing of its own: one ``XREAD COUNT 1`` over every stream this
+        query has not changed since its last probe (one per slot on a cluster, pipelined per
+        node), from the group's last delivered ID then, names those with new entries, and only
         they (and the streams this query claimed, reclaimed or acked on) are probed; the
         others' last probe stands. Every stream is probed at least every ``claimMinIdleMs`` or
         ``discoveryIntervalMs``, whichever is shorter: what only that shows (entries of
         another consumer turning idle, entries trimmed or a group destroyed or moved on a
-        stream that got nothing new) is seen within that time. (On Redis Cluster a multi-key
-        ``XREAD`` needs one slot, and redis-py resolves the keys of each with a round trip of
-        its own: every stream is probed, pipelined per node.)"""
+        stream that got nothing new) is seen within that time."""
         with self._probing:
             names = list(self.ops)
             before = self.probed_all_at
@@ -94,9 +89,8 @@ class ProbeCache:
         the streams to look at in full (a lag that said news where XREAD finds none)."""
         o = self.options
         now = time.monotonic()
-        if not self.watch or len(names) < MANY_STREAMS or \
-                (now - self.probed_all_at) * 1000 >= min(o.claim_min_idle_ms,
-                                                         o.discovery_interval_ms):
+        if (now - self.probed_all_at) * 1000 >= min(o.claim_min_idle_ms,
+                                                    o.discovery_interval_ms):
             self.probed_all_at = now
             return names, []
         clean = [n for n in names if n not in dirty and (p := self.probed.get(n)) is not None
@@ -104,15 +98,8 @@ class ProbeCache:
         try:
             news = probes.news([self.ops[n] for n in clean],
                                   [str(self.probed[n].last_delivered) for n in clean])
-        except EventBusConnectionError:
+        except (EventBusConnectionError, ConfigError):  # ConfigError: e.g. an ACL refusal
             raise
-        except ConfigError as exc:  # NOPERM: an ACL rule made before the reader used XREAD
-            self.watch = False
-            log.warning("spark-eventbus: the Redis user may not run XREAD, so every trigger "
-                        "asks each stream's group for news (two commands per stream, one round "
-                        "trip); add "
-                        "+xread to its ACL rule (eventbus acl-rule streaming-reader): %s", exc)
-            return names, []
         except EventBusError as exc:  # e.g. WRONGTYPE: a key replaced; every stream looks
             log.debug("spark-eventbus: looking for news failed, probing every stream: %s", exc)
             return names, []

@@ -3,28 +3,25 @@
 -- The value is '<run> <owner>': run = the query's checkpoint (offsets' run id), owner = one
 -- driver process. A driver restarted from the same checkpoint (same run) takes the lease over
 -- at once — its predecessor is dead or, if it still runs, finds the lease lost at its next
--- renewal and stops. A query killed with kill -9 holds it for at most TTL ms.
--- A query over many streams writes '<run> <owner> hb': its lease keys live long (renewed
--- rarely) and whether it is alive is its one heartbeat key (keys.py alive_key), renewed every
--- few seconds, which the client reads before it takes such a lease over ('steal').
+-- renewal and stops. The lease key lives long (renewed rarely); whether its holder is alive is
+-- the holder's one heartbeat key (keys.py alive_key), renewed every few seconds, which the
+-- client reads before it takes the lease over ('steal').
 --
 -- KEYS[1] lease key
 -- ARGV[1] mode: 'acquire' | 'renew' | 'release' | 'steal', ARGV[2] run, ARGV[3] owner,
--- ARGV[4] TTL ms, ARGV[5] 'hb' for a heartbeat lease (optional), ARGV[6] steal: the value of
--- the holder whose heartbeat has expired
+-- ARGV[4] TTL ms, ARGV[5] steal: the value of the holder whose heartbeat has expired
 -- Returns {status, holder, pttl}: status 'ok', 'takeover' (a dead or stale driver of the same
 -- run held it), 'held' (another query holds it: holder and its remaining ms), 'lost' (renew:
 -- another query has taken it). A 'steal' whose holder has changed meanwhile answers as
 -- 'acquire' does.
 local key, mode, run, owner, ttl = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local mine = run .. ' ' .. owner
-if ARGV[5] == 'hb' then mine = mine .. ' hb' end
 local cur = redis.call('GET', key)
 if mode == 'release' then
   if cur == mine then redis.call('DEL', key) end
   return {'ok', '', 0}
 end
-if (not cur) or cur == mine or (mode == 'steal' and cur == ARGV[6]) then
+if (not cur) or cur == mine or (mode == 'steal' and cur == ARGV[5]) then
   redis.call('SET', key, mine, 'PX', ttl)
   return {'ok', '', 0}
 end

@@ -55,16 +55,16 @@ def live_leases(r: Redis, stream: str, group: str) -> list[LiveLease]:
         holder = r.get(key)
         if not holder:
             continue
-        parts = text(holder).split(" ")
-        # a query over many streams: alive while its heartbeat is (lua/lease.lua); a user
-        # that may not read the heartbeat key takes it as alive (seek refuses; --force)
+        run, _, owner = text(holder).partition(" ")
+        # alive while its heartbeat is (lua/lease.lua); a user that may not read the
+        # heartbeat key takes it as alive (seek refuses; --force)
         try:
-            left = int(r.pttl(alive_key(parts[1]) if parts[2:] == ["hb"] else key))
+            left = int(r.pttl(alive_key(owner)))
         except NoPermissionError:
-            out.append(LiveLease(name, parts[0], None))
+            out.append(LiveLease(name, run, None))
             continue
         if left > 0:
-            out.append(LiveLease(name, parts[0], left))
+            out.append(LiveLease(name, run, left))
     return out
 
 

@@ -253,12 +253,11 @@ class ConsumerOps:
 
     # -- leases (:mod:`.leases` sends it) ------------------------------------------------------
 
-    def lease_call(self, mode: str, run: str, owner: str, ttl_ms: int, heartbeat: bool,
+    def lease_call(self, mode: str, run: str, owner: str, ttl_ms: int,
                    expected: str = "") -> tuple[list[Any], list[Any]]:
         """KEYS and ARGV of ``lease.lua``: acquire, renew, release or steal (``expected``: the
         holder whose heartbeat expired) this consumer's lease."""
-        return ([self.lease_key], [mode, run, owner, ttl_ms, "hb" if heartbeat else "",
-                                   expected])
+        return ([self.lease_key], [mode, run, owner, ttl_ms, expected])
 
 
 

@@ -13,20 +13,24 @@ from .group import ConsumerOps, where
 from .scripts import run_scripts
 from .streams import text
 
+# The lease keys' own lifetime, renewed every quarter of it (whether their query is alive is
+# its heartbeat key, renewed every few seconds).
+LEASE_KEY_TTL_MS = 10 * 60_000
 
-def leases(ops: Sequence[ConsumerOps], mode: str, run: str, owner: str, ttl_ms: int,
-           heartbeat: bool = False, expected: str = "") -> list[tuple[str, str, int]]:
+
+def leases(ops: Sequence[ConsumerOps], mode: str, run: str, owner: str,
+           expected: str = "") -> list[tuple[str, str, int]]:
     """Acquire, renew, release or steal (``expected``: the holder whose heartbeat expired)
-    each stream's consumer lease (``lua/lease.lua``), pipelined per node.
+    each stream's consumer lease (``lua/lease.lua``, TTL :data:`LEASE_KEY_TTL_MS`),
+    pipelined per node.
 
     Returns (status, holder, holder's remaining ms) per stream: status ``ok``, ``takeover``,
-    ``held`` or ``lost``; holder is ``'<run> <owner>'`` (``' hb'`` after it: a heartbeat
-    lease) of the query that has it."""
+    ``held`` or ``lost``; holder is ``'<run> <owner>'`` of the query that has it."""
     if not ops:
         return []
     with redis_errors(f"checking the consumer leases ({where(ops)})", ops[0].spec):
         replies = run_scripts(ops[0].redis, "lease", [
-            op.lease_call(mode, run, owner, ttl_ms, heartbeat, expected) for op in ops])
+            op.lease_call(mode, run, owner, LEASE_KEY_TTL_MS, expected) for op in ops])
     return [(text(status), text(holder), int(pttl)) for status, holder, pttl in replies]
 
 

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from spark_eventbus import AckingBatchWriter, ConfigError
-from spark_eventbus.keys import key_slot, lease_key, plan_key
+from spark_eventbus.keys import alive_key, key_slot, lease_key, plan_key
 from spark_eventbus.lease import LEASE_TTL_MS
 from spark_eventbus.offsets import BatchOffset
 from tests.integration.helpers import (
@@ -222,7 +222,7 @@ HOLDER = textwrap.dedent("""
     import spark_eventbus.lease as lease_mod
     from spark_eventbus.options import parse_reader_options
     from spark_eventbus.stream_reader import EventBusStreamReader
-    lease_mod.LEASE_TTL_MS, lease_mod.LEASE_RENEW_S = 4000, 1.0  # a short lease, renewed
+    lease_mod.LEASE_TTL_MS, lease_mod.LEASE_RENEW_S = 4000, 1.0  # a short heartbeat, renewed
     opts = parse_reader_options({"url": sys.argv[1], "stream": sys.argv[2], "group": sys.argv[3],
                                  "startingPosition": "earliest"}, streaming=True)
     reader = EventBusStreamReader(opts, None)
@@ -275,9 +275,10 @@ def test_a_killed_holder_keeps_another_query_out_only_until_its_lease_expires(
     proc, _ = _holder(redis_server.url, stream, group)
     _kill(proc)
     key = lease_key(stream, group, f"spark-{group}")
-    assert 0 < r.pttl(key) <= 4000  # the killed driver's lease is still there ...
+    holder = r.get(key).decode().split(" ")[1]  # the killed driver's lease is still there ...
+    assert 0 < r.pttl(alive_key(holder)) <= 4000  # ... alive while its heartbeat is
     successor = driver_reader(redis_server.url, stream, group)
-    successor.initialOffset()  # ... and the successor waits for it to expire, then starts
+    successor.initialOffset()  # ... and the successor waits for that to expire, then starts
     assert r.get(key).decode().split(" ")[1] == successor.driver.lease.owner
     successor.stop()
     assert r.exists(key) == 0
