@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test,dev]'
 	@touch $@
 
-# redis-server >= 6.2 and Java >= 17: installed with apt-get when missing and allowed,
+# redis-server >= 7.0 and Java >= 17: installed with apt-get when missing and allowed,
 # otherwise the script says exactly what to install.
 deps:
 	@bash scripts/ensure-deps.sh

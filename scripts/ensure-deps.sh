@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes sure the machine has what spark-eventbus's tests and demo run: a redis-server >= 6.2
+# Makes sure the machine has what spark-eventbus's tests and demo run: a redis-server >= 7.0
 # binary (tests start their own servers on free loopback ports) and Java >= 17 (for Spark).
 # Installs Debian packages with apt-get when one is missing and apt-get is usable (root or
 # password-less sudo); otherwise prints what to install and fails.
@@ -11,7 +11,7 @@ redis_ok() {
   local bin="${EVENTBUS_REDIS_SERVER:-redis-server}" v
   command -v "$bin" >/dev/null 2>&1 || return 1
   v=$("$bin" --version | sed -n 's/.*v=\([0-9][0-9.]*\).*/\1/p')
-  [ -n "$v" ] && version_ge "$v" 6.2 && echo "redis-server $v ($(command -v "$bin"))"
+  [ -n "$v" ] && version_ge "$v" 7.0 && echo "redis-server $v ($(command -v "$bin"))"
 }
 
 java_ok() {
@@ -40,7 +40,7 @@ if ! redis_ok; then
     if docker info >/dev/null 2>&1; then
       echo "no redis-server binary; a Docker engine answers, so the tests use testcontainers"
     else
-      echo "error: spark-eventbus needs a redis-server >= 6.2 binary on PATH (or in" >&2
+      echo "error: spark-eventbus needs a redis-server >= 7.0 binary on PATH (or in" >&2
       echo "  EVENTBUS_REDIS_SERVER). Install it, e.g. 'sudo apt-get install redis-server'," >&2
       echo "  'brew install redis', or start a Docker engine for testcontainers." >&2
       exit 1

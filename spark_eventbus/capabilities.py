@@ -12,9 +12,8 @@ from .ids import is_digits
 # The commands newer than the oldest server supported that some path may use, each probed by
 # name (:mod:`.redisio.capabilities`), never inferred from a version: Valkey reports its own
 # numbers, forks and backports add commands, and a server may rename a command away.
-# WAITAOF backs option waitAof; XACKDEL is probed for the retention that follows every group
-# (Redis 8.2's ACKED trimming), which no path uses yet.
-OPTIONAL_COMMANDS = ("waitaof", "xackdel")
+# WAITAOF backs option waitAof.
+OPTIONAL_COMMANDS = ("waitaof",)
 
 
 @dataclass(frozen=True)
@@ -22,8 +21,7 @@ class Capabilities:
     """A server's family (``redis`` or ``valkey``) and version (for messages), and the
     features the connector may use: Lua scripting (Valkey can run without its Lua engine;
     None: the user may not load scripts, so it is unknown) and which of
-    ``OPTIONAL_COMMANDS`` every node knows (``WAITAOF``: Redis >= 7.2 and Valkey;
-    ``XACKDEL``: Redis >= 8.2, Valkey >= 9.2)."""
+    ``OPTIONAL_COMMANDS`` every node knows (``WAITAOF``: Redis >= 7.2 and Valkey)."""
 
     family: str
     version: tuple[int, int, int]
@@ -33,10 +31,6 @@ class Capabilities:
     @property
     def has_waitaof(self) -> bool:
         return "waitaof" in self.commands
-
-    @property
-    def has_xackdel(self) -> bool:
-        return "xackdel" in self.commands
 
     @property
     def display(self) -> str:
@@ -64,6 +58,17 @@ def require_scripting(caps: Capabilities, what: str, server: str,
             f"{what} needs Lua scripting ({why}), but the server at {server} ({caps.display}) "
             "has no Lua engine: start it with Lua scripting enabled (Valkey: the Lua engine "
             "loaded), or use another server.")
+
+
+def streams_too_old(server: str, told: str) -> ConfigError:
+    """The server's stream commands lack what Redis 7.0 added (``told``: how it showed): a
+    group's entries-read count and lag (``XINFO GROUPS``, ``XGROUP … ENTRIESREAD``), on which
+    loss detection and exact lag rest, and ``XAUTOCLAIM``'s list of deleted entries."""
+    at = f" at {server}" if server else ""
+    return ConfigError(
+        f"the server{at} lacks the stream features of Redis 7.0 ({told}): a consumer "
+        "group's entries-read count and lag, on which this connector's data-loss detection "
+        "rests. Use Redis >= 7.0 or Valkey >= 7.2.")
 
 
 def require_option(caps: Capabilities, option: str, value: str, feature: str,

@@ -59,11 +59,7 @@ end
 local taken, poison, size = {}, {}, 0
 for _, e in ipairs(claimed) do
   local id, fields = e[1], e[2]
-  if not fields then
-    -- Redis 6.2 returns deleted entries as nil and keeps them pending: drop them from the PEL.
-    redis.call('XACK', stream, group, id)
-    if not in_plan(id) then gone[#gone + 1] = id end
-  elseif not in_plan(id) then
+  if not in_plan(id) then
     local p = redis.call('XPENDING', stream, group, id, id, 1)
     local deliveries = (p[1] and p[1][4]) or 1
     if max_deliveries > 0 and deliveries > max_deliveries then

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import resp
+from ..capabilities import streams_too_old
 from ..errors import ConfigError
 from ..ids import StreamId
 from ..keys import lease_key, plan_key
@@ -114,18 +115,15 @@ def position_args(position: str, earliest: tuple[str, int] | None) -> list[Any]:
     return [position]
 
 
-def xgroup(r: Redis, args: list[Any]) -> None:
-    """``XGROUP CREATE``/``SETID`` ``args`` through the client; where the server lacks
-    ``ENTRIESREAD`` (Redis < 7.0, a syntax error) sent again without it: the lag is then
-    unknown anyway."""
+def xgroup(r: Redis, args: list[Any], server: str = "") -> None:
+    """``XGROUP CREATE``/``SETID`` ``args`` through the client; a server whose ``XGROUP`` has
+    no ``ENTRIESREAD`` (a syntax error: older than Redis 7.0) is refused."""
     try:
         r.execute_command(*args)
     except ResponseError as exc:
-        if "ENTRIESREAD" not in args or not (
-                "ENTRIESREAD" in str(exc) or "syntax" in str(exc).lower()):
-            raise
-        cut = args.index("ENTRIESREAD")
-        r.execute_command(*args[:cut], *args[cut + 2:])
+        if "ENTRIESREAD" in args and "syntax" in str(exc).lower():
+            raise streams_too_old(server, "XGROUP has no ENTRIESREAD") from exc
+        raise
 
 
 def create_group_args(stream: str, group: str, starting_position: str,
@@ -309,9 +307,9 @@ def ensure_groups(ops: Sequence[ConsumerOps], starting_position: str) -> list[bo
             for op in todo])
         made = set()
         for op, reply in zip(todo, created, strict=True):
-            # BUSYGROUP: another query made it meanwhile; another error (e.g. Redis < 7.0: no
-            # ENTRIESREAD, a key replaced meanwhile, a cluster slot on the move): that stream
-            # is done again the one-stream way, which knows what to do
+            # BUSYGROUP: another query made it meanwhile; another error (a key replaced
+            # meanwhile, a cluster slot on the move, a server without ENTRIESREAD): that
+            # stream is done again the one-stream way, which knows what to do
             if not isinstance(reply, Exception) or (
                     "BUSYGROUP" not in str(reply) and _create_one(op, starting_position)):
                 made.add(op.stream)
@@ -321,8 +319,7 @@ def ensure_groups(ops: Sequence[ConsumerOps], starting_position: str) -> list[bo
 def _create_one(op: ConsumerOps, starting_position: str) -> bool:
     """:func:`ensure_groups` of one stream, command by command through the client (its
     retries; a cluster client's slot refresh), for a stream whose pipelined ``XGROUP CREATE``
-    failed: the key checked again, ``ENTRIESREAD`` left out where the server lacks it (Redis <
-    7.0: the lag is then unknown anyway). True when this call created the group."""
+    failed: the key checked again. True when this call created the group."""
     spec = op.spec
     if stream_exists(op.redis, op.stream, f"Server: {spec.display}. Choose another 'stream' "
                      "option."):
@@ -333,7 +330,7 @@ def _create_one(op: ConsumerOps, starting_position: str) -> bool:
                 if is_earliest(starting_position) else None)
     args = create_group_args(op.stream, op.group, starting_position, earliest)
     try:
-        xgroup(op.redis, args)
+        xgroup(op.redis, args, spec.display)
     except ResponseError as exc:
         if "BUSYGROUP" in str(exc):  # another query created it meanwhile
             return False

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..capabilities import streams_too_old
 from ..errors import EventBusConnectionError
 from ..ids import StreamId
 from ..keys import key_slot
@@ -32,7 +33,7 @@ COUNT_AHEAD_MAX = 10_000
 @dataclass(frozen=True)
 class GroupStats:
     pending: int | None
-    lag: int | None  # None: unknown (Redis 7.0 after XDEL/trim, or Redis < 7)
+    lag: int | None  # None: unknown (Redis 7.0 after XDEL/trim)
     last_delivered: str | None
 
 
@@ -121,6 +122,18 @@ def unsure_lag(group: dict[bytes, Any], length: Any) -> bool:
     return group.get(b"lag") == 0 and length == 0
 
 
+def group_of(groups: Any, group: str, server: str) -> dict[bytes, Any] | None:
+    """Group ``group`` in an ``XINFO GROUPS`` reply of ``server`` (None: it has none); a
+    server whose reply has no ``entries-read`` (older than Redis 7.0) is refused."""
+    name = group.encode()
+    for g in map(as_map, groups):
+        if g[b"name"] == name:
+            if b"entries-read" not in g:
+                raise streams_too_old(server, "XINFO GROUPS has no entries-read")
+            return g
+    return None
+
+
 def _opt_text(value: Any) -> str | None:
     return None if value is None else text(value)
 
@@ -138,11 +151,9 @@ def probe(ops: Sequence[ConsumerOps], full: bool = True) -> list[Probe]:
         replies = pipeline(ops[0].redis, [c for op in ops for c in (
             ("XINFO", "GROUPS", op.stream), ("XLEN", op.stream))])
         raise_unless_missing(replies)
-        mine: list[dict[bytes, Any] | None] = []
-        for op, groups in zip(ops, replies[0::2], strict=True):
-            name = op.group.encode()
-            mine.append(None if isinstance(groups, Exception) else next(
-                (g for g in map(as_map, groups) if g[b"name"] == name), None))
+        mine = [None if isinstance(groups, Exception)
+                else group_of(groups, op.group, op.spec.display)
+                for op, groups in zip(ops, replies[0::2], strict=True)]
         # lag 0: the group has read every entry ever added (Redis's own count), except on an
         # empty stream (emptied: :func:`unsure_lag`); None: unknown (Redis 7.0 after XDEL or
         # a trim), so the stream is looked at

@@ -15,14 +15,11 @@ from spark_eventbus.capabilities import (
 def test_features_are_the_commands_the_probe_found_never_the_version():
     assert parse_version("7.0.15") == (7, 0, 15) and parse_version("9.1") == (9, 1, 0)
     redis70 = Capabilities("redis", (7, 0, 15), True)
-    assert (redis70.has_waitaof, redis70.has_xackdel) == (False, False)
+    assert not redis70.has_waitaof
     # a new version without the command (renamed away, a fork) has not got it ...
-    assert not Capabilities("redis", (8, 2, 1), True).has_xackdel
+    assert not Capabilities("redis", (8, 2, 1), True).has_waitaof
     # ... and an old or unknown one with it has it
-    backport = Capabilities("keydb", (6, 3, 4), True, frozenset({"waitaof"}))
-    assert (backport.has_waitaof, backport.has_xackdel) == (True, False)
-    valkey = Capabilities("valkey", (9, 1, 0), True, frozenset({"waitaof", "xackdel"}))
-    assert valkey.has_waitaof and valkey.has_xackdel
+    assert Capabilities("keydb", (6, 3, 4), True, frozenset({"waitaof"})).has_waitaof
 
 
 def test_a_missing_capability_names_the_server_version_and_the_fix():
@@ -37,3 +34,21 @@ def test_a_missing_capability_names_the_server_version_and_the_fix():
                                           r"\(redis 7\.0\.15\).*upgrade"):
         require_option(Capabilities("redis", (7, 0, 15), True), "option 'waitAof'", "true",
                        "WAITAOF", False, "h", "upgrade to Redis 7.2 or later")
+
+
+def test_a_server_whose_groups_have_no_entries_read_is_refused_naming_what_to_use() -> None:
+    """Redis 6.2's XINFO GROUPS has no entries-read (nor lag): loss detection cannot work
+    there, so the reader refuses it; 7.0's reply (entries-read nil after XGROUP SETID without
+    ENTRIESREAD) is read as it is."""
+    from spark_eventbus.redisio.probes import group_of
+
+    op = ("g", "redis://127.0.0.1:1/0")
+    v62 = [[b"name", b"g", b"consumers", 0, b"pending", 0, b"last-delivered-id", b"0-0"]]
+    with pytest.raises(ConfigError, match=r"Redis 7\.0.*Valkey >= 7\.2") as err:
+        group_of(v62, *op)
+    assert "127.0.0.1:1" in str(err.value) and "entries-read" in str(err.value)
+    v70 = [[*v62[0], b"entries-read", None, b"lag", None]]
+    assert group_of(v70, *op) == {b"name": b"g", b"consumers": 0, b"pending": 0,
+                                 b"last-delivered-id": b"0-0", b"entries-read": None,
+                                 b"lag": None}
+    assert group_of([[b"name", b"other"]], *op) is None
