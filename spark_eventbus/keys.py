@@ -133,8 +133,8 @@ def replay_marker_key(target: str, dlq: str) -> str:
 
 
 def alive_key(owner: str) -> str:
-    """The heartbeat of query ``owner`` (one driver's run of a query) holding consumer leases
-    of many streams (``lua/lease.lua``). Its own slot: only ever touched by single-key
+    """The heartbeat of query ``owner`` (one driver's run of a query): its consumer leases
+    (``lua/lease.lua``) are alive while it is. Its own slot: only ever touched by single-key
     commands."""
     return f"{{{PREFIX}:{escape(owner)}}}:{PREFIX}:{ALIVE}"
 

@@ -173,6 +173,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("minId", ("min_id", "min_age_ms"), lambda raw, _: parse_min_id(raw), (None, None),
            frozenset({SINK})),
     Option("trimApproximate", "trim_approximate", boolean, True, frozenset({SINK})),
+    # Redis's deletion policies of XTRIM: keepref (its default) or acked (Redis >= 8.2)
+    Option("trimPolicy", "trim_acked_only", choice({"keepref": False, "acked": True}), False,
+           frozenset({SINK})),
     Option("maxPayloadBytes", "max_payload_bytes",
            whole(1, 512 * 2**20, "it is the largest entry (field names + values, bytes) "
                  "written"), DEFAULT_MAX_PAYLOAD_BYTES, frozenset({SINK})),
@@ -417,6 +420,7 @@ class SinkOptions(_Connected):
     min_id: str | None  # a stream ID ...
     min_age_ms: int | None  # ... or a retention age: MINID = server time - age
     trim_approximate: bool
+    trim_acked_only: bool  # trimPolicy=acked: never an entry some group has not acked
     max_payload_bytes: int
     idempotent: bool
     chunk_size: int
@@ -448,6 +452,10 @@ def parse_sink_options(raw: Mapping[str, Any], *, warn: bool = True) -> SinkOpti
     if v["batch_id"] is not None and v["write_id"] is None:
         raise ConfigError(f"option 'batchId' = {v['batch_id']} works with option 'writeId' "
                           "only (it names the write whose batch it is); add writeId.")
+    if v["trim_acked_only"] and v["max_len"] is None and v["min_id"] is None \
+            and v["min_age_ms"] is None:
+        raise ConfigError("option 'trimPolicy' = 'acked' says how the sink trims, and it trims "
+                          "nothing: add option 'maxLen' or 'minId'.")
     if v["dead_letter_stream"] is not None and v["dead_letter_stream"] == v["stream"]:
         raise ConfigError(
             f"option 'deadLetterStream' = {v['dead_letter_stream']!r} is also the target "

@@ -38,6 +38,7 @@ from .redisio import (
     NO_TRIM,
     Barrier,
     Trim,
+    check_acked_trim,
     check_streams,
     check_transactions,
     delete_keys,
@@ -103,7 +104,8 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
     # barrier checks on the primary it reaches (waitReplicas)
     members: dict[str, list[str]] = {}
     replayed = rows = dead = 0
-    trim = Trim(opts.max_len, opts.min_id, opts.min_age_ms, opts.trim_approximate)
+    trim = Trim(opts.max_len, opts.min_id, opts.min_age_ms, opts.trim_approximate,
+                opts.trim_acked_only)
     extra = _dlq_extra(query, batch, partition)
 
     def flush(chunk: WriteChunk) -> None:
@@ -175,7 +177,8 @@ def _summary(msgs: list[SinkCommitMessage], what: str) -> None:
 def check_targets(opts: SinkOptions) -> None:
     """Driver side, before any task: Redis answers, the static target and dead-letter keys
     are streams or missing (any other type is refused, never overwritten), the server can do
-    what ``waitReplicas``/``waitAof`` ask, and the ACL user may run the chunks' transaction."""
+    what ``waitReplicas``/``waitAof`` ask, the ACL user may run the chunks' transaction, and
+    (``trimPolicy=acked``) the server trims only what every group acked."""
     spec = opts.connection
     check_streams(spec, [(key, f"Server: {spec.display}. Choose another {option!r} option.")
                          for key, option in ((opts.stream, "stream"),
@@ -183,6 +186,8 @@ def check_targets(opts: SinkOptions) -> None:
                          if key is not None], "checking the sink's target streams")
     preflight(spec)
     check_transactions(spec, opts.stream)
+    if opts.trim_acked_only and opts.stream is not None:
+        check_acked_trim(spec, opts.stream)
 
 
 class _SinkBase:

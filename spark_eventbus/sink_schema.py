@@ -1,7 +1,7 @@
 """The sink's schema rules (driver side, before any task runs): :func:`plan_encoding` checks a
 DataFrame schema once and returns a picklable :class:`EncodingPlan` — per column, how its
-values become entry fields (the kinds below). Which target stream each row goes to: a
-``stream`` column or the ``stream`` option, never both.
+values become entry fields (the kinds below). Which target stream each row goes to: the
+``stream`` option, else a ``stream`` column (as Kafka's ``topic`` option overrides its column).
 
 Mapping: a ``fields`` map column, when present, is the entry; otherwise every column except
 ``stream`` is a field. Strings are text, binary is raw bytes, numbers, booleans, dates and
@@ -89,7 +89,8 @@ def plan_encoding(schema: T.StructType, *, stream_option: str | None) -> Encodin
     Raises :class:`ConfigError` naming the column, its type and the fix: a column type the sink
     cannot encode (intervals, user-defined types), a ``stream`` column that is not a string, a
     ``fields`` column that is not a map with string keys, no field column at all, or no target
-    stream (neither a ``stream`` column nor the ``stream`` option), or both at once.
+    stream (neither a ``stream`` column nor the ``stream`` option). With the option, a
+    ``stream`` column is left out (neither routes nor is written).
     """
     names = [f.name for f in schema.fields]
     if len(set(names)) != len(names):
@@ -97,17 +98,11 @@ def plan_encoding(schema: T.StructType, *, stream_option: str | None) -> Encodin
         raise ConfigError(f"the DataFrame has duplicate column names {dup}; each column becomes "
                           "an entry field, so rename or drop the duplicates.")
     by_name = {f.name: f for f in schema.fields}
-    stream_col = by_name.get(STREAM_COLUMN)
+    stream_col = by_name.get(STREAM_COLUMN) if stream_option is None else None
     if stream_col is not None and not isinstance(stream_col.dataType, T.StringType):
         raise ConfigError(
             f"column 'stream' has type {stream_col.dataType.simpleString()}; it names each row's "
             "target stream and must be a string (cast it, or rename the column if it is data).")
-    if stream_col is not None and stream_option is not None:
-        raise ConfigError(
-            f"both a 'stream' column and option 'stream' = {stream_option!r} are given: drop the "
-            "column (df.drop('stream')) to write every row to the option's stream, or remove the "
-            "option to route each row by its column. (A DataFrame read with "
-            "format('eventbus') has a 'stream' column naming the SOURCE stream.)")
     if stream_col is None and stream_option is None:
         raise ConfigError(
             "no target stream: set option 'stream' (e.g. .option('stream', 'enriched')) or add "

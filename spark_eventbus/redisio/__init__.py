@@ -40,7 +40,7 @@ from .losses import (
 )
 from .markers import delete_keys, forget_batches, record_markers
 from .probes import GroupStats, Probe, checked_lag, total
-from .produce import NO_TRIM, Trim, add_chunk, check_transactions, write_chunk
+from .produce import NO_TRIM, Trim, add_chunk, check_acked_trim, check_transactions, write_chunk
 from .scripts import run_script, script_text
 from .streams import (
     ACK_CHUNK,
@@ -75,6 +75,7 @@ __all__ = [
     "acks",
     "add_chunk",
     "capabilities_of",
+    "check_acked_trim",
     "check_scripting",
     "check_streams",
     "check_transactions",

@@ -37,6 +37,7 @@ from ..errors import ConfigError
 from ..keys import sink_marker_key
 from .base import Redis
 from .boundary import redis_errors
+from .capabilities import capabilities_of
 from .client import client
 from .retry import CLUSTER_REDIRECTS
 from .streams import text
@@ -64,6 +65,9 @@ class Trim:
     min_id: str | None = None
     min_age_ms: int | None = None  # MINID = server time minus this age
     approximate: bool = True
+    # ACKED (Redis >= 8.2): only entries every group has acked; then always exact ('='):
+    # approximate trimming with ACKED removes nothing before Redis 8.2.7 (redis#14623)
+    acked_only: bool = False
 
 
 NO_TRIM = Trim()
@@ -79,16 +83,17 @@ def _refused_by_acl(exc: BaseException) -> bool:
 
 
 def _trim_commands(stream: str, trim: Trim, server_ms: int | None) -> list[bytes]:
-    approx = "~" if trim.approximate else "="
+    approx = "~" if trim.approximate and not trim.acked_only else "="
+    policy = ("ACKED",) if trim.acked_only else ()
     out = []
     if trim.max_len is not None:
-        out.append(command("XTRIM", stream, "MAXLEN", approx, trim.max_len))
+        out.append(command("XTRIM", stream, "MAXLEN", approx, trim.max_len, *policy))
     min_id = trim.min_id
     if trim.min_age_ms is not None and server_ms is not None:
         cutoff = server_ms - trim.min_age_ms
         min_id = f"{cutoff}-0" if cutoff > 0 else None
     if min_id:
-        out.append(command("XTRIM", stream, "MINID", approx, min_id))
+        out.append(command("XTRIM", stream, "MINID", approx, min_id, *policy))
     return out
 
 
@@ -151,7 +156,9 @@ def _once(conn: Any, stream: str, xadds: bytes, count: int, marker: str | None, 
         return None
     failed = [r for r in result if isinstance(r, BaseException)]
     if failed:
-        if marker is not None:  # the chunk was not (wholly) written: do not say it was
+        # an XADD failed: the chunk was not (wholly) written, so the marker must not say it
+        # was; only a trim failed: it was, and the marker stays (a retry adds nothing twice)
+        if marker is not None and any(isinstance(r, BaseException) for r in result[:count]):
             conn.send_packed_command([command("SREM", marker, member)])
             _read(conn)
         raise failed[0]
@@ -186,6 +193,37 @@ def add_chunk(r: Redis, stream: str, xadds: bytes, count: int, marker: str | Non
         return on_connection(r, attempt)
     except _NotPermitted as exc:
         raise _not_permitted(exc) from exc
+
+
+def _no_acked_trim(stream: str, detail: object) -> ConfigError:
+    return ConfigError(
+        f"option 'trimPolicy' = 'acked' needs XTRIM … ACKED (Redis >= 8.2), which the server of "
+        f"stream {stream!r} does not have ({detail}); nothing was written to it. Use Redis "
+        ">= 8.2, or leave trimPolicy out (trimming then removes entries whether or not a group "
+        "has acked them).")
+
+
+def check_acked_trim(spec: ConnectionSpec, stream: str) -> None:
+    """Before the first chunk to ``stream`` (the sink's start for the ``stream`` option, each
+    task's first chunk to a stream a column names), once per process: its server takes
+    ``XTRIM … ACKED`` — asked with a trim that removes nothing (``MAXLEN`` of the largest
+    length), which a server without the policy refuses as a syntax error. A
+    :class:`ConfigError` naming option ``trimPolicy`` and the server otherwise. (Inside the
+    chunk's transaction the refusal would come only at ``EXEC``, after its ``XADD``s ran.)"""
+    if (spec, stream) in _acked_trim:
+        return
+    with redis_errors("checking that the server trims only acked entries", spec):
+        try:
+            client(spec).execute_command("XTRIM", stream, "MAXLEN", "=", 2**63 - 1, "ACKED")
+        except redis.ResponseError as exc:
+            if "syntax" not in str(exc).lower():
+                raise
+            server = capabilities_of(spec, scripts=False).display
+            raise _no_acked_trim(stream, f"{spec.display}, {server}: {exc}") from exc
+    _acked_trim.add((spec, stream))
+
+
+_acked_trim: set[tuple[ConnectionSpec, str]] = set()
 
 
 def _not_permitted(exc: BaseException) -> ConfigError:
@@ -236,6 +274,8 @@ def write_chunk(spec: ConnectionSpec, stream: str, xadds: bytes, count: int,
     ``spec``. ``member`` ``None``: no idempotency marker. Returns (entries added, chunks found
     already written); redis-py errors come out as :class:`~spark_eventbus.errors.EventBusError`.
     """
+    if trim.acked_only:
+        check_acked_trim(spec, stream)
     with redis_errors(f"writing {count} entries to stream {stream!r}", spec):
         added, skipped = add_chunk(client(spec), stream, xadds, count,
                                    marker if member is not None else None, member or "",

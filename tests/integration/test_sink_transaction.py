@@ -134,3 +134,55 @@ def test_on_a_cluster_a_moved_slot_is_followed_and_the_chunk_written_once(redis_
     r = redis_cluster.client()
     assert _numbers(r, stream) == Counter(str(i) for i in range(50))
     stale.close()
+
+
+def _takes_acked_trim(r: redis.Redis) -> bool:
+    """What the server answers, asked directly: XTRIM … ACKED (Redis >= 8.2) or a syntax
+    error (Redis 7.0, Valkey 9.1)."""
+    try:
+        r.execute_command("XTRIM", "no-such-stream", "MAXLEN", "=", 1, "ACKED")
+        return True
+    except redis.ResponseError as exc:
+        assert "syntax" in str(exc).lower(), exc
+        return False
+
+
+def test_acked_trimming_never_removes_what_a_group_has_not_acked(redis_server, names):
+    """trimPolicy=acked: the chunk's trim (XTRIM … ACKED, exact) removes only entries every
+    group has acked, whatever maxLen says. A server without it (Redis 7.0, Valkey 9.1) is
+    refused by the sink's start check, naming the option and the server, and so is an
+    executor's first chunk to a stream (a column-routed write has no stream to check at
+    start): nothing added, nothing marked."""
+    from spark_eventbus import ConfigError
+    from spark_eventbus.redisio import check_acked_trim, write_chunk
+
+    r = redis_server.client()
+    stream = names["stream"]
+    spec = ConnectionSpec(redis_server.url)
+    marker = sink_marker_key(stream, "q", "0", 0)
+    trim = Trim(max_len=100, acked_only=True)  # approximate by default: sent exact
+    for group in ("g1", "g2"):
+        r.xgroup_create(stream, group, "0", mkstream=True)
+    if not _takes_acked_trim(r):
+        with pytest.raises(ConfigError, match=r"'trimPolicy' = 'acked'.*Redis >= 8\.2") as err:
+            check_acked_trim(spec, stream)
+        assert f"127.0.0.1:{redis_server.port}" in str(err.value), err.value
+        with pytest.raises(ConfigError, match="nothing was written to it"):
+            write_chunk(spec, stream, xadd_commands(_chunk(stream, 0, 10)), 10, marker, "0:0",
+                        60_000, trim)
+        assert r.xlen(stream) == 0 and r.exists(marker) == 0
+        return
+    check_acked_trim(spec, stream)
+    for k in range(3):
+        add_chunk(r, stream, xadd_commands(_chunk(stream, 100 * k, 100, k)), 100, marker,
+                  f"0:{k}", 60_000, trim)
+    assert r.xlen(stream) == 300  # no group has acked anything: nothing trimmed
+    ids = [e[0] for e in r.xrange(stream)]
+    r.xreadgroup("g1", "c", {stream: ">"}, count=300)
+    r.xack(stream, "g1", *ids)
+    r.xreadgroup("g2", "c", {stream: ">"}, count=300)
+    r.xack(stream, "g2", *ids[:150])  # g2 lags: 150 acked, 150 pending
+    add_chunk(r, stream, xadd_commands(_chunk(stream, 300, 100, 3)), 100, marker, "0:3",
+              60_000, trim)
+    assert r.xlen(stream) == 250  # 400 less the 150 both groups acked, not down to 100
+    assert r.xrange(stream, count=1)[0][0] == ids[150]

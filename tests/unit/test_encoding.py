@@ -39,7 +39,6 @@ def _entries(plan, rb, **kw):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(("schema", "option", "message"), [
     (_schema(n=S), None, "no target stream: set option 'stream'"),
-    (_schema(stream=S, n=S), "x", "both a 'stream' column and option 'stream' = 'x'"),
     (_schema(stream=T.LongType(), n=S), None, "column 'stream' has type bigint"),
     (_schema(d=T.DayTimeIntervalType()), "o", "column 'd' has type interval day to second"),
     (_schema(s=T.StructType([T.StructField("y", T.YearMonthIntervalType())])), "o",
@@ -51,6 +50,21 @@ def _entries(plan, rb, **kw):  # type: ignore[no-untyped-def]
 def test_schema_errors_name_the_column_and_the_rule(schema, option, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         plan_encoding(schema, stream_option=option)
+
+
+def test_the_stream_option_overrides_a_stream_column_which_is_then_not_written():
+    """Kafka's rule for its topic option: the option wins; the column (of any type, e.g. the
+    reader's source stream name) neither routes nor becomes a field."""
+    for stream_type in (S, T.LongType()):
+        plan = plan_encoding(_schema(stream=stream_type, n=S), stream_option="x")
+        assert not plan.stream_column
+        assert [c.name for c in plan.columns] == ["n"]
+    rb = pa.record_batch({"stream": ["src", "src"], "n": ["1", "2"]})
+    rows, rejects = _entries(plan_encoding(_schema(stream=S, n=S), stream_option="x"), rb,
+                             stream="x")
+    assert rows == [("x", {"n": "1"}), ("x", {"n": "2"})] and not rejects
+    fields = plan_encoding(_schema(stream=S, fields=T.MapType(S, S)), stream_option="x")
+    assert not fields.stream_column
 
 
 def test_columns_map_to_text_bytes_and_json():

@@ -15,6 +15,9 @@ def test_defaults_follow_the_design_contract():
     o = parse_sink_options({"stream": "out"})
     assert (o.url, o.stream, o.dead_letter_stream) == ("redis://localhost:6379/0", "out", None)
     assert (o.max_len, o.min_id, o.min_age_ms, o.trim_approximate) == (None, None, None, True)
+    assert o.trim_acked_only is False  # trimPolicy=keepref, Redis's own default
+    assert parse_sink_options({"stream": "o", "maxLen": "5", "trimPolicy": "ACKED"}
+                              ).trim_acked_only
     assert (o.max_payload_bytes, o.idempotent, o.chunk_size) == (4 * 1024 * 1024, True, 1000)
     assert not o.trims
     assert parse_sink_options({}).stream is None  # a 'stream' column may route instead
@@ -41,6 +44,9 @@ def test_min_id_is_a_stream_id_or_an_age(raw, expected):
     ({"stream": "o", "minId": "0h"}, "option 'minId' = '0h' is invalid"),
     ({"stream": "o", "minId": "yesterday"}, "or a positive age such as '7d'"),
     ({"stream": "o", "trimApproximate": "maybe"}, "'trimApproximate' = 'maybe' is invalid"),
+    ({"stream": "o", "maxLen": "5", "trimPolicy": "delref"},
+     "option 'trimPolicy' = 'delref' is invalid: use one of keepref, acked"),
+    ({"stream": "o", "trimPolicy": "acked"}, "trims nothing: add option 'maxLen' or 'minId'"),
     ({"stream": "o", "maxPayloadBytes": "0"}, "option 'maxPayloadBytes' = '0' is invalid"),
     ({"stream": "o", "chunkSize": "20000"}, "option 'chunkSize' = '20000' is invalid"),
     ({"stream": "o", "idempotent": "yes"}, "option 'idempotent' = 'yes' is invalid"),
