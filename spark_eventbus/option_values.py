@@ -177,17 +177,29 @@ def value_schema(raw: str, name: str) -> str:
 _AGE_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
-def duration_ms(raw: str, name: str) -> int:
-    """A duration such as ``15m``, ``30s``, ``500ms``, ``1h`` or ``1d`` (a bare number: ms)."""
+def _ms(raw: str) -> int | None:
+    """The one rule of durations: ``15m``, ``30s``, ``500ms``, ``1h``, ``1d``, or a bare number
+    of milliseconds (ASCII digits); None when ``raw`` is none of these."""
     lowered = raw.strip().lower()
     for unit in ("ms", "s", "m", "h", "d"):
         number = lowered[: -len(unit)].strip()
         if lowered.endswith(unit) and is_digits(number):
             return int(number) * _AGE_UNITS[unit]
-    if is_digits(lowered):
-        return int(lowered)
-    raise ConfigError(f"option '{name}' = {raw!r} is invalid: expected a duration such as "
-                      "'15m', '30s', '500ms', '1h' or a number of milliseconds.")
+    return int(lowered) if is_digits(lowered) else None
+
+
+def duration(lo: int, hi: int, fix: str) -> Parser:
+    """A duration option (every ``…Ms`` option, ``maxTriggerDelay``) in milliseconds, from
+    ``lo`` to ``hi``: a number of milliseconds, or with a unit (:func:`_ms`)."""
+    def parse(raw: str, name: str) -> int:
+        value = _ms(raw)
+        if value is None or not lo <= value <= hi:
+            raise ConfigError(
+                f"option '{name}' = {raw!r} is invalid: expected a duration from {lo} to {hi} "
+                "ms, in milliseconds ('30000') or with a unit ('30s', '2m', '500ms', '1h', "
+                f"'1d'); {fix}.")
+        return value
+    return parse
 
 
 def parse_min_id(raw: str) -> tuple[str | None, int | None]:
@@ -195,13 +207,9 @@ def parse_min_id(raw: str) -> tuple[str | None, int | None]:
     ``7d``, ``24h``, ``30m``, ``90s``, ``500ms`` (entries older than that are trimmed).
     Returns (ID, None) or (None, age in ms)."""
     lowered = raw.strip().lower()
-    for unit in ("ms", "s", "m", "h", "d"):
-        number = lowered[: -len(unit)]
-        if lowered.endswith(unit) and is_digits(number):
-            age = int(number) * _AGE_UNITS[unit]
-            if age <= 0:
-                break
-            return None, age
+    age = _ms(lowered) if lowered[-1:].isalpha() else None  # a bare number is an ID here
+    if age is not None and age > 0:
+        return None, age
     try:
         return str(StreamId.parse(lowered if "-" in lowered else f"{lowered}-0",
                                   what="option 'minId' =")), None

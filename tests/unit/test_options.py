@@ -135,3 +135,21 @@ def test_password_is_not_in_repr_or_url_errors():
 def test_starting_position_takes_ids_and_timestamps(value, group_at):
     opts = parse_reader_options({**BASE, "startingPosition": value}, streaming=True)
     assert opts.starting_position == group_at
+
+
+def test_every_ms_option_takes_a_duration_with_a_unit_by_one_rule():
+    """Every …Ms option (and maxTriggerDelay) takes milliseconds or a duration with a unit;
+    its range holds either way, and the message names the option and both forms."""
+    o = parse_reader_options({"group": "g", "streamPattern": "t:*", "claimMinIdleMs": "2m",
+                              "failoverTimeoutMs": "30s", "waitTimeoutMs": "1500ms",
+                              "discoveryIntervalMs": "1h", "trimIntervalMs": "10000",
+                              "maxTriggerDelay": "1d"}, streaming=True)
+    assert (o.claim_min_idle_ms, o.failover_timeout_ms, o.wait_timeout_ms) == (
+        120_000, 30_000, 1_500)
+    assert (o.discovery_interval_ms, o.trim_interval_ms, o.max_trigger_delay_ms) == (
+        3_600_000, 10_000, 86_400_000)
+    for raw in ("2h", "1.5s", "-1s", "30 sec"):  # 2h is past failoverTimeoutMs's hour
+        with pytest.raises(ConfigError, match=re.escape(
+                f"option 'failoverTimeoutMs' = {raw!r} is invalid: expected a duration from "
+                "0 to 3600000 ms, in milliseconds ('30000') or with a unit ('30s'")):
+            parse_reader_options({**BASE, "failoverTimeoutMs": raw}, streaming=True)
