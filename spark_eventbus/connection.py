@@ -57,6 +57,9 @@ class ConnectionSpec:
     password_file: str | None = None
     username_file: str | None = None
     credential_provider: str | None = None
+    # Options redis.*: redis-py's own settings of the data nodes' clients, (keyword, value)
+    # pairs (option_values.CLIENT_SETTINGS), over the connector's defaults.
+    client_settings: tuple[tuple[str, Any], ...] = ()
 
     @property
     def rotating(self) -> bool:
@@ -213,7 +216,8 @@ def connection_spec(url: str, password: str | None = None, tls_ca_cert: str | No
                     wait_aof: bool = False, url_name: str | None = None,
                     style: str = "option", password_file: str | None = None,
                     username_file: str | None = None,
-                    credential_provider: str | None = None) -> ConnectionSpec:
+                    credential_provider: str | None = None,
+                    client_settings: tuple[tuple[str, Any], ...] = ()) -> ConnectionSpec:
     """The :class:`ConnectionSpec` of these settings, checked first (:func:`check_url`,
     :func:`check_tls`, the Sentinel pair, the ranges; ``style`` is how messages name settings:
     ``option`` or ``flag``). Idempotent: options parsed and checked before build
@@ -245,11 +249,17 @@ def connection_spec(url: str, password: str | None = None, tls_ca_cert: str | No
     password_file, username_file, credential_provider = (
         (v or "").strip() or None for v in (password_file, username_file, credential_provider))
     _check_credentials(url, password, password_file, username_file, credential_provider, style)
+    timeout = dict(client_settings).get("socket_timeout")
+    if timeout is not None and (wait_replicas or wait_aof) and timeout * 1000 <= wait_timeout_ms:
+        raise ConfigError(f"option 'redis.socket_timeout' = {timeout:g} s is not longer than "
+                          f"{spell('waitTimeoutMs', style)} = {wait_timeout_ms}: a WAIT for "
+                          "replicas would time out at the socket first. Raise it, or lower "
+                          f"{spell('waitTimeoutMs', style)}.")
     return ConnectionSpec(url, password, tls_ca_cert, tls_cert_file, tls_key_file,
                           tuple(sentinels), master, sentinel_username or None,
                           sentinel_password or None, failover_timeout_ms, wait_replicas,
                           wait_timeout_ms, wait_aof, style, password_file, username_file,
-                          credential_provider)
+                          credential_provider, tuple(sorted(client_settings)))
 
 
 _PROVIDER_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")

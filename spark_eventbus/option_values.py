@@ -5,6 +5,7 @@ option's name as the user spelled it, and returns the parsed value or raises
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -218,3 +219,57 @@ def parse_min_id(raw: str) -> tuple[str | None, int | None]:
             f"option 'minId' = {raw!r} is invalid: use a stream ID such as '1700000000000-0', "
             "or a positive age such as '7d', '24h', '30m', '90s' or '500ms' to keep entries "
             "newer than that.") from None
+
+
+def seconds(lo: float, hi: float, fix: str) -> Parser:
+    """A number of seconds (redis-py's unit for its timeouts), from ``lo`` to ``hi``."""
+    def parse(raw: str, name: str) -> float:
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            value = float("nan")
+        if not lo <= value <= hi:  # NaN fails too
+            raise ConfigError(f"option '{name}' = {raw!r} is invalid: expected seconds from "
+                              f"{lo:g} to {hi:g} (redis-py's unit); {fix}.")
+        return value
+    return parse
+
+
+# Options ``redis.<name>``: redis-py's own connection settings (its names and units), passed to
+# every client the connector makes for the data nodes. What the connector sets itself is refused
+# by CLIENT_OWNED, naming the option that sets it.
+CLIENT_SETTINGS: dict[str, Parser] = {
+    "socket_timeout": seconds(1, 3600, "a reply slower than this fails the command (retried "
+                              "within failoverTimeoutMs); it must exceed waitTimeoutMs"),
+    "socket_connect_timeout": seconds(0.1, 600, "a connection slower than this fails (retried "
+                                      "within failoverTimeoutMs)"),
+    "socket_keepalive": boolean,
+    "health_check_interval": seconds(0, 3600, "a connection idle this long is checked with a "
+                                     "PING before use; 0 turns that off"),
+    "client_name": key_name,
+}
+CLIENT_OWNED = {
+    "host": "url", "port": "url", "db": "url", "username": "url or usernameFile",
+    "password": "password or passwordFile", "credential_provider": "credentialProvider",
+    "ssl": "url (rediss://)", "ssl_ca_certs": "tlsCaCert", "ssl_certfile": "tlsCertFile",
+    "ssl_keyfile": "tlsSecretKeyFile", "retry": "failoverTimeoutMs",
+    "retry_on_timeout": "failoverTimeoutMs", "protocol": "", "decode_responses": "",
+}
+
+
+def client_setting(key: str, raw: str) -> tuple[str, Any]:
+    """Option ``redis.<key>`` = ``raw`` as (redis-py's keyword, value); an unknown or
+    connector-owned one is a :class:`ConfigError` naming it (and the closest, or the option
+    that sets it)."""
+    name = f"redis.{key}"
+    if key in CLIENT_SETTINGS:
+        return key, CLIENT_SETTINGS[key](raw, name)
+    if key in CLIENT_OWNED:
+        use = CLIENT_OWNED[key]
+        raise ConfigError(f"option '{name}' is set by the connector itself" + (
+            f": use option {use!r}." if use else " (replies are read as it reads them)."))
+    close = difflib.get_close_matches(key, list(CLIENT_SETTINGS), n=1, cutoff=0.6)
+    raise ConfigError(f"unknown option '{name}'" + (
+        f" (did you mean 'redis.{close[0]}'?)" if close else "") + ": the redis.* options "
+        f"are {', '.join('redis.' + k for k in CLIENT_SETTINGS)} (redis-py's names and units; "
+        "the README's redis.* table).")

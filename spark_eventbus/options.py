@@ -42,6 +42,7 @@ from .option_values import (  # the table's parsers; cli imports starting_positi
     Parser,
     boolean,
     choice,
+    client_setting,
     duration,
     existing_file,
     key_name,
@@ -73,6 +74,8 @@ DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 MAX_CHUNK_SIZE = 10_000
 # Spark itself may pass these; they are not ours to validate.
 _SPARK_OPTIONS = {"path", "paths", "checkpointlocation", "__sparkinternal"}
+# Options with this prefix are redis-py's own settings (option_values.CLIENT_SETTINGS).
+CLIENT_PREFIX = "redis."
 
 # -- the table -----------------------------------------------------------------------------------
 
@@ -236,6 +239,9 @@ def _parse(raw: Mapping[str, Any], mode: str, family: frozenset[str], warn: bool
     options ``mode`` ignores are warned about.
     """
     given = {str(k).lower(): str(v) for k, v in raw.items() if v is not None}
+    client = tuple(client_setting(key[len(CLIENT_PREFIX):], value)
+                   for key, value in sorted(given.items()) if key.startswith(CLIENT_PREFIX))
+    given = {k: v for k, v in given.items() if not k.startswith(CLIENT_PREFIX)}
     rows = [o for o in OPTIONS if o.modes & family]
     unknown = [key for key in sorted(given) if key not in _SPELLING
                and key not in _SPARK_OPTIONS and not key.startswith("spark.")]
@@ -260,6 +266,7 @@ def _parse(raw: Mapping[str, Any], mode: str, family: frozenset[str], warn: bool
             values.update(zip(o.attr, value, strict=True))
         else:
             values[o.attr] = value
+    values["client_settings"] = client
     return values, set(given)
 
 
@@ -269,7 +276,9 @@ def connection_of(values: Mapping[str, Any], style: str = "option") -> Connectio
     flags, ``--tls-key-file`` being ``tls_key_file``): the one place settings become a spec,
     and where the rules across them are checked (TLS files, the Sentinel pair, a unix URL, the
     ranges), before any task; messages spell the settings in ``style``."""
-    return connection_spec(**{name: values[name] for name in _SPEC_FIELDS}, style=style)
+    return connection_spec(**{name: values[name] for name in _SPEC_FIELDS
+                              if name != "client_settings"},
+                           client_settings=values.get("client_settings", ()), style=style)
 
 
 # -- reads ---------------------------------------------------------------------------------------
@@ -296,6 +305,7 @@ class _Connected:
     password_file: str | None
     username_file: str | None
     credential_provider: str | None
+    client_settings: tuple[tuple[str, Any], ...]  # options redis.* (connection.ConnectionSpec)
 
     @property
     def connection(self) -> ConnectionSpec:

@@ -57,6 +57,7 @@ def _node_kwargs(spec: ConnectionSpec) -> dict[str, Any]:
         # redis-py version's default protocol. RESP3 needs Redis >= 6.0.
         "protocol": 3,
     }
+    kwargs.update(spec.client_settings)  # options redis.*: redis-py's names, over ours
     if spec.password:
         kwargs["password"] = spec.password
     provider = provider_for(spec)

@@ -153,3 +153,31 @@ def test_every_ms_option_takes_a_duration_with_a_unit_by_one_rule():
                 f"option 'failoverTimeoutMs' = {raw!r} is invalid: expected a duration from "
                 "0 to 3600000 ms, in milliseconds ('30000') or with a unit ('30s'")):
             parse_reader_options({**BASE, "failoverTimeoutMs": raw}, streaming=True)
+
+
+def test_redis_options_are_redis_pys_settings_by_an_allow_list():
+    """Options redis.* reach redis-py (its names and units); an unknown one is refused naming
+    the closest, one the connector sets itself naming the option that sets it, and a socket
+    timeout not longer than waitTimeoutMs (a WAIT would time out at the socket first)."""
+    o = parse_reader_options({**BASE, "redis.socket_timeout": "120",
+                              "REDIS.socket_connect_timeout": "2.5",
+                              "redis.socket_keepalive": "false", "redis.client_name": "job-7",
+                              "redis.health_check_interval": "15"}, streaming=True)
+    assert dict(o.connection.client_settings) == {
+        "socket_timeout": 120.0, "socket_connect_timeout": 2.5, "socket_keepalive": False,
+        "client_name": "job-7", "health_check_interval": 15.0}
+    assert parse_reader_options(BASE, streaming=True).connection.client_settings == ()
+    assert parse_reader_options({**BASE, "redis.socket_timeout": "4"}, streaming=True)  # no WAIT
+    for extra, message in [
+        ({"redis.socket_timout": "9"}, "unknown option 'redis.socket_timout' (did you mean "
+                                       "'redis.socket_timeout'?)"),
+        ({"redis.password": "x"}, "option 'redis.password' is set by the connector itself: "
+                                  "use option 'password or passwordFile'"),
+        ({"redis.protocol": "2"}, "option 'redis.protocol' is set by the connector itself"),
+        ({"redis.socket_timeout": "0"}, "option 'redis.socket_timeout' = '0' is invalid: "
+                                        "expected seconds from 1 to 3600"),
+        ({"redis.socket_timeout": "4", "waitReplicas": "1"},
+         "option 'redis.socket_timeout' = 4 s is not longer than option 'waitTimeoutMs' = 5000"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            parse_reader_options({**BASE, **extra}, streaming=True)
