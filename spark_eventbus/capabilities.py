@@ -12,8 +12,9 @@ from .ids import is_digits
 # The commands newer than the oldest server supported that some path may use, each probed by
 # name (:mod:`.redisio.capabilities`), never inferred from a version: Valkey reports its own
 # numbers, forks and backports add commands, and a server may rename a command away.
-# WAITAOF backs option waitAof.
-OPTIONAL_COMMANDS = ("waitaof",)
+# WAITAOF backs option waitAof; XACKDEL (Redis >= 8.2, Valkey's next release) lets trimAcked
+# delete an entry at ack time once every group has acked it.
+OPTIONAL_COMMANDS = ("waitaof", "xackdel")
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,8 @@ class Capabilities:
     """A server's family (``redis`` or ``valkey``) and version (for messages), and the
     features the connector may use: Lua scripting (Valkey can run without its Lua engine;
     None: the user may not load scripts, so it is unknown) and which of
-    ``OPTIONAL_COMMANDS`` every node knows (``WAITAOF``: Redis >= 7.2 and Valkey)."""
+    ``OPTIONAL_COMMANDS`` every node knows (``WAITAOF``: Redis >= 7.2 and Valkey;
+    ``XACKDEL``: Redis >= 8.2)."""
 
     family: str
     version: tuple[int, int, int]
@@ -31,6 +33,10 @@ class Capabilities:
     @property
     def has_waitaof(self) -> bool:
         return "waitaof" in self.commands
+
+    @property
+    def has_xackdel(self) -> bool:
+        return "xackdel" in self.commands
 
     @property
     def display(self) -> str:

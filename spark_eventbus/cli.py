@@ -199,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     ar.add_argument("--cluster", action="store_true", help="add what Redis Cluster needs")
     ar.add_argument("--wait-aof", action="store_true",
                     help="add what option waitAof needs (+waitaof: Redis >= 7.2, Valkey)")
+    ar.add_argument("--xackdel", action="store_true",
+                    help="add what trimAcked deletes at ack time with (+xackdel: Redis >= 8.2)")
     pf = sub.add_parser("pyfiles", help="write a zip for spark-submit --py-files")
     pf.add_argument("out", help="the zip to write, e.g. eventbus-pyfiles.zip")
     pf.add_argument("--no-redis", action="store_true",
@@ -206,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.command == "acl-rule":  # no server needed
         print(f"ACL SETUSER {args.user} on >{'<password>'} "
-              + rule(args.role, args.stream, args.dlq, args.cluster, args.wait_aof))
+              + rule(args.role, args.stream, args.dlq, args.cluster, args.wait_aof,
+                     args.xackdel))
         return 0
     if args.command == "pyfiles":
         names = pyfiles.build(Path(args.out), include_redis=not args.no_redis)

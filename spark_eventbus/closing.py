@@ -18,8 +18,8 @@ from .offsets import BatchOffset, StreamBatch
 from .options import ReaderOptions
 from .redisio import ConsumerOps, acks, plans
 
-# trimAcked over many streams: every stream is trimmed every this many trims (the others, only
-# the streams the query acked since the last one)
+# trimAcked: every stream is trimmed every this many trims (the others, only the streams the
+# query acked since the last one)
 TRIM_ALL_EVERY = 10
 
 

@@ -45,6 +45,7 @@ from .redisio import (
     Barrier,
     ConsumerOps,
     Probe,
+    acks,
     capabilities_of,
     plans,
     preflight,
@@ -79,6 +80,12 @@ class ReaderDriver:
         self.opts = opts
         self.subscription = Subscription(opts)
         self.ops: dict[str, ConsumerOps] = self.subscription.ops
+        if self.ops:
+            # the XREAD that asks every stream for news, once now: a rule without +xread is
+            # refused at start, not at the first probe that is not a full one
+            probes.news(list(self.ops.values())[:1], ["0-0"])
+            if opts.trim_acked and self.capabilities.has_xackdel:
+                self._delete_at_ack()
         self.lease = ConsumerLease(self.ops, opts.group, opts.consumer_name, opts.connection)
         self.prefetch = Prefetcher("eventbus-preclaim")
         self.claims = ClaimState()
@@ -90,6 +97,22 @@ class ReaderDriver:
         # latestOffset's probe when it claimed nothing: what reportLatestOffset shows then
         self.quiet_probes: list[Probe] | None = None
         self.last_offset: BatchOffset | None = None  # the batch latestOffset returned last
+
+    def _delete_at_ack(self) -> None:
+        """trimAcked on a server with ``XACKDEL``: each ack also deletes what every group has
+        acked (``ACKED``); the trim pass still runs, for entries other consumers acked last.
+        A user whose rule lacks ``+xackdel`` keeps plain ``XACK``s (the trim pass does it all),
+        and is told once."""
+        if not acks.may_delete_acked(next(iter(self.ops.values()))):
+            log.warning("spark-eventbus: trimAcked: the server has XACKDEL, which deletes an "
+                        "entry once every group has acked it, but the Redis user may not run "
+                        "it; acks stay XACK and the trim pass (every trimIntervalMs) removes "
+                        "what every group acked. Add +xackdel to the user's rule (`eventbus "
+                        "acl-rule --role streaming-reader --xackdel`) to delete at ack time.")
+            return
+        self.subscription.delete_acked = True
+        for op in self.ops.values():
+            op.delete_acked = True
 
     def rediscover(self, run: str) -> bool:
         """``streamPattern``, every ``discoveryIntervalMs`` (between batches: the pre-claim is

@@ -34,7 +34,7 @@ PREFIX = "eventbus"
 # Roles of derived keys (the key-layout table, docs/key-layout.md, lists each).
 PLAN = "plan"  # hash: batch seq -> claim plan JSON, per (stream, group, consumer)
 LEASE = "lease"  # string: owner of a (stream, group, consumer), with a TTL
-ALIVE = "alive"  # string: a query over many streams is alive, with a TTL
+ALIVE = "alive"  # string: a streaming query (its driver) is alive, with a TTL
 SINK_MARKERS = "sink"  # set: '<partition>:<chunk>' written, per (stream, query, batch, task)
 SINK_REGISTRY = "sink-registry"  # hash: batch id -> marker keys of that batch, per query
 DLQ_MARKERS = "dlq"  # set: source IDs added to a dead-letter stream, not yet acked (cluster)

@@ -67,6 +67,7 @@ class ConsumerLease:
                                             daemon=True)
             self._thread.start()
         self._take(dict(self.ops), run)
+        self._renewed_all = time.monotonic()  # every lease just written: the next in 2.5 min
         self.run = run
 
     def join(self, ops: list[ConsumerOps], run: str) -> None:
@@ -107,7 +108,6 @@ class ConsumerLease:
                             self.group, name)
         for op in ops.values():  # claims now run only while the lease is still ours
             op.lease_token = f"{run} {self.owner}"
-        self._renewed_all = time.monotonic()
 
     @staticmethod
     def _wait_s() -> float:
@@ -138,7 +138,7 @@ class ConsumerLease:
         while status == "held" and time.monotonic() < deadline:
             if holder != watched:
                 last, watched = None, holder
-            beat = leases.heartbeat_ms(self.spec, holder.partition(" ")[2])
+            beat = leases.heartbeat_ms(self.spec, [*holder.split(" "), ""][1])
             if beat == -2:  # expired: the holder is gone, its lease is ours
                 status, holder, _ = leases.leases([op], "steal", run, self.owner, holder)[0]
                 continue

@@ -19,9 +19,10 @@ log = logging.getLogger("spark_eventbus")
 
 
 class Subscription:
-    def __init__(self, opts: ReaderOptions) -> None:
+    def __init__(self, opts: ReaderOptions, delete_acked: bool = False) -> None:
         assert opts.group is not None
         self.opts = opts
+        self.delete_acked = delete_acked  # acks delete what every group acked (XACKDEL)
         # The streams read, by name: one ConsumerOps each. The claimer, the lease and the
         # probe cache hold this very dict (streams join and leave between batches only).
         self.ops: dict[str, ConsumerOps] = {}
@@ -42,7 +43,8 @@ class Subscription:
         o = self.opts
         assert o.group is not None
         new = [ConsumerOps(o.connection, s, o.group, o.consumer_name,
-                           cache_ack_ids=o.ack_mode == "commit")
+                           cache_ack_ids=o.ack_mode == "commit",
+                           delete_acked=self.delete_acked)
                for s in dict.fromkeys(names) if s not in self.ops]
         existing = []
         for op, made in zip(new, ensure_groups(new, o.starting_position), strict=True):

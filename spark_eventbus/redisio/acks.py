@@ -13,11 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from redis.exceptions import NoPermissionError
+
 from ..offsets import StreamBatch
 from . import retention
 from .boundary import redis_errors
 from .group import ConsumerOps, where
-from .streams import text, xack_commands
+from .streams import text
 from .wire import Packed, pipeline, raise_first
 
 
@@ -35,11 +37,31 @@ def ack(pairs: Sequence[tuple[ConsumerOps, StreamBatch]]) -> int:
             known, packed = op.packed_acks(batch)
             xacks += packed
             unknown += [(op, c) for c in batch.chunks if c not in known]
-            xacks += xack_commands(op.stream, op.group, [i for i, _ in batch.reclaimed])
+            xacks += op.ack_commands([i for i, _ in batch.reclaimed])
         pels = raise_first(pipeline(r, [op.pending_in(c) for op, c in unknown]))
         for (op, _), pel in zip(unknown, pels, strict=True):
-            xacks += xack_commands(op.stream, op.group, [text(p[0]) for p in pel])
-        return sum(int(n) for n in raise_first(pipeline(r, xacks)))
+            xacks += op.ack_commands([text(p[0]) for p in pel])
+        return sum(_acked(n) for n in raise_first(pipeline(r, xacks)))
+
+
+def may_delete_acked(op: ConsumerOps) -> bool:
+    """Whether this ACL user may run ``XACKDEL`` (on a server that has it: a server checks a
+    command's arity before the user's rule, so the capability probe cannot tell): an ack of
+    ``0-0``, which no group holds, acks and deletes nothing."""
+    with redis_errors(f"checking that the user may run XACKDEL ({where([op])})", op.spec):
+        try:
+            op.redis.execute_command("XACKDEL", op.stream, op.group, "ACKED", "IDS", 1, "0-0")
+        except NoPermissionError:
+            return False
+    return True
+
+
+def _acked(reply: Any) -> int:
+    """How many IDs an ack acked: ``XACK``'s count, or ``XACKDEL``'s codes per ID (1: acked and
+    deleted, 2: acked and kept for another group, -1: not pending in this group)."""
+    if isinstance(reply, list):
+        return sum(1 for code in reply if int(code) > 0)
+    return int(reply)
 
 
 def trim_acked(ops: Sequence[ConsumerOps]) -> int:

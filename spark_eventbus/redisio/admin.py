@@ -47,7 +47,8 @@ def consumers(r: Redis, stream: str, group: str) -> list[dict[str, Any]]:
 
 
 def live_leases(r: Redis, stream: str, group: str) -> list[LiveLease]:
-    """The group's consumers a running query holds (its lease is renewed every few seconds)."""
+    """The group's consumers a running query holds (its heartbeat is renewed every few
+    seconds)."""
     names = {c["name"] for c in consumers(r, stream, group)} | {f"spark-{group}"}
     out = []
     for name in sorted(names):
@@ -55,7 +56,7 @@ def live_leases(r: Redis, stream: str, group: str) -> list[LiveLease]:
         holder = r.get(key)
         if not holder:
             continue
-        run, _, owner = text(holder).partition(" ")
+        run, owner = [*text(holder).split(" "), ""][:2]
         # alive while its heartbeat is (lua/lease.lua); a user that may not read the
         # heartbeat key takes it as alive (seek refuses; --force)
         try:

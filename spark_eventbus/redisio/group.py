@@ -30,7 +30,15 @@ from ..offsets import ClaimedRange, StreamBatch
 from .base import Redis, ResponseError
 from .boundary import redis_errors
 from .client import ConnectionSpec, client
-from .streams import entry_sizes, is_stream_kind, key_type, stream_exists, text
+from .streams import (
+    ACK_CHUNK,
+    entry_sizes,
+    is_stream_kind,
+    key_type,
+    stream_exists,
+    text,
+    xack_commands,
+)
 from .wire import Packed, as_map, pipeline, raise_unless_missing
 
 log = logging.getLogger("spark_eventbus")
@@ -121,7 +129,9 @@ def xgroup(r: Redis, args: list[Any], server: str = "") -> None:
     try:
         r.execute_command(*args)
     except ResponseError as exc:
-        if "ENTRIESREAD" in args and "syntax" in str(exc).lower():
+        refused = str(exc).lower()
+        if "ENTRIESREAD" in args and any(m in refused for m in (
+                "syntax", "unknown subcommand", "wrong number of arguments")):
             raise streams_too_old(server, "XGROUP has no ENTRIESREAD") from exc
         raise
 
@@ -137,7 +147,7 @@ class ConsumerOps:
     """Operations of one consumer (of one group) on one stream."""
 
     def __init__(self, spec: ConnectionSpec, stream: str, group: str, consumer: str,
-                 cache_ack_ids: bool = False) -> None:
+                 cache_ack_ids: bool = False, delete_acked: bool = False) -> None:
         self.spec = spec
         self.stream = stream
         self.group = group
@@ -149,6 +159,8 @@ class ConsumerOps:
         self._ack_ids: dict[ClaimedRange, bytes] = {}  # claimed chunk -> its IDs, RESP bulk strings
         self._ack_ids_bytes = 0
         self._xack_args = resp.bulks([stream.encode(), group.encode()])
+        # acks as XACKDEL … ACKED (Redis >= 8.2): an entry every group has acked is deleted
+        self.delete_acked = delete_acked
         # '<run> <owner>' while a ConsumerLease holds this consumer: claims and reclaims run
         # only while the lease is still that (lua/_lib.lua lease_fence); '' = unfenced.
         self.lease_token = ""
@@ -228,12 +240,25 @@ class ConsumerOps:
         <ids>`` per chunk, packed as RESP from what the claim returned (no per-ID work in
         Python). The chunks leave the cache."""
         known = [c for c in batch.chunks if c in self._ack_ids]
-        head = resp.bulk(b"XACK") + self._xack_args
-        packed = [Packed(self.stream, resp.array_header(c.count + 3) + head + self._ack_ids[c])
-                  for c in known]
+        if self.delete_acked:  # XACKDEL stream group ACKED IDS <n> <ids>
+            packed = [Packed(self.stream, resp.array_header(c.count + 6) + resp.bulk(b"XACKDEL")
+                             + self._xack_args + resp.bulks([b"ACKED", b"IDS", b"%d" % c.count])
+                             + self._ack_ids[c]) for c in known]
+        else:
+            head = resp.bulk(b"XACK") + self._xack_args
+            packed = [Packed(self.stream, resp.array_header(c.count + 3) + head
+                             + self._ack_ids[c]) for c in known]
         for c in known:
             self._ack_ids_bytes -= len(self._ack_ids.pop(c))
         return known, packed
+
+    def ack_commands(self, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+        """The acks of ``ids`` (:func:`.streams.xack_commands`; with ``delete_acked``, as
+        ``XACKDEL … ACKED``)."""
+        if not self.delete_acked:
+            return xack_commands(self.stream, self.group, ids)
+        return [("XACKDEL", self.stream, self.group, "ACKED", "IDS", len(part), *part)
+                for part in (ids[k:k + ACK_CHUNK] for k in range(0, len(ids), ACK_CHUNK))]
 
     def pending_in(self, chunk: ClaimedRange) -> tuple[Any, ...]:
         """``XPENDING`` of this consumer's entries in ``chunk``: all of them, as one

@@ -208,7 +208,7 @@ def test_second_live_query_on_one_consumer_is_refused_naming_the_option(
         first.stop()
     # A stopped query gives its lease back: the same consumer starts at once. The JVM stops the
     # source runner with SIGTERM and does not wait for it, so the release lands shortly after
-    # stop() returns — well before the lease's TTL (15 s) would have let it expire.
+    # stop() returns — well before its heartbeat's TTL (15 s) would have let it be taken over.
     wait_for(lambda: r.exists(lease_key(names["stream"], names["group"],
                                         f"spark-{names['group']}")) == 0,
              LEASE_TTL_MS / 1000 / 2, "the stopped query to give its lease back")

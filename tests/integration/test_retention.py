@@ -135,3 +135,38 @@ def test_trim_acked_trims_the_acked_streams_and_every_stream_every_tenth_time(
     assert trimmed() == {streams[3], streams[7]}
     trim(set())  # the TRIM_ALL_EVERY-th: every stream
     assert trimmed() == set(streams)
+
+
+def test_with_xackdel_acks_delete_what_every_group_acked_and_never_before(redis_server, names):
+    """trimAcked on a server with XACKDEL (Redis 8.2): three queries read one stream, each in
+    its own group; an entry leaves the stream exactly when the last group acks it (its ack is
+    XACKDEL … ACKED), with no trim pass (trimIntervalMs: an hour). On Redis 7.0 and Valkey 9.1
+    (no XACKDEL) the acks are XACK and nothing leaves until the trim pass: the fallback."""
+    from spark_eventbus.redisio import capabilities_of
+
+    r = redis_server.client()
+    stream = names["stream"]
+    ids = produce(r, stream, 300)
+    readers = [driver_reader(redis_server.url, stream, f"{names['group']}-{k}",
+                             trimAcked="true", trimIntervalMs="1h", maxEntriesPerTrigger="100")
+               for k in range(3)]
+    deletes = capabilities_of(readers[0].driver.opts.connection).has_xackdel
+    assert all(rd.driver.subscription.delete_acked == deletes for rd in readers)
+    starts = [rd.initialOffset() for rd in readers]
+
+    def commit_one_batch(k: int) -> None:
+        end = readers[k].latestOffset(starts[k], ReadMaxRows(100))
+        readers[k].commit(end)
+        starts[k] = end
+    for k in (0, 1):  # two groups read and ack everything: every entry is still needed
+        for _ in range(3):
+            commit_one_batch(k)
+        assert r.xlen(stream) == 300
+    commit_one_batch(2)  # the last group acks the first 100
+    left = [e[0].decode() for e in r.xrange(stream)]
+    if deletes:
+        assert left == ids[100:]  # exactly the 100 every group has acked, at their ack
+    else:
+        assert left == ids  # XACK: the trim pass (not due for an hour) will remove them
+    for rd in readers:
+        rd.stop()

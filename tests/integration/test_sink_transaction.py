@@ -186,3 +186,19 @@ def test_acked_trimming_never_removes_what_a_group_has_not_acked(redis_server, n
               60_000, trim)
     assert r.xlen(stream) == 250  # 400 less the 150 both groups acked, not down to 100
     assert r.xrange(stream, count=1)[0][0] == ids[150]
+
+
+def test_a_chunk_whose_trim_fails_keeps_its_marker_so_a_retry_adds_nothing(redis_server, names):
+    """EXEC ran the chunk's XADDs and then a trim that Redis refused (here a MINID that is no
+    ID): the chunk is written, so its marker stays and the task's retry adds nothing twice."""
+    r = redis_server.client()
+    stream = names["stream"]
+    marker = sink_marker_key(stream, "q", "0", 0)
+    bad = Trim(min_id="not-an-id", approximate=False)
+    with pytest.raises(redis.ResponseError, match=r"(?i)invalid stream id"):
+        add_chunk(r, stream, xadd_commands(_chunk(stream, 0, 10)), 10, marker, "0:0", 60_000,
+                  bad)
+    assert r.xlen(stream) == 10 and r.sismember(marker, "0:0")
+    assert add_chunk(r, stream, xadd_commands(_chunk(stream, 0, 10)), 10, marker, "0:0",
+                     60_000, bad) == (0, True)
+    assert r.xlen(stream) == 10

@@ -20,6 +20,8 @@ def test_features_are_the_commands_the_probe_found_never_the_version():
     assert not Capabilities("redis", (8, 2, 1), True).has_waitaof
     # ... and an old or unknown one with it has it
     assert Capabilities("keydb", (6, 3, 4), True, frozenset({"waitaof"})).has_waitaof
+    valkey = Capabilities("valkey", (9, 1, 0), True, frozenset({"waitaof", "xackdel"}))
+    assert valkey.has_waitaof and valkey.has_xackdel and not redis70.has_xackdel
 
 
 def test_a_missing_capability_names_the_server_version_and_the_fix():
