@@ -368,3 +368,24 @@ def test_write_id_outside_foreach_batch_is_refused(spark, redis_server, names):
         df.write.format("eventbus").option("url", redis_server.url) \
             .option("stream", names["stream"]).option("writeId", "w").mode("append").save()
     assert redis_server.client().exists(names["stream"]) == 0
+
+
+def test_a_copy_goes_to_the_stream_option_whatever_the_source_stream_column_says(
+        spark, redis_server, names):
+    """eventbus → eventbus to one target: the reader's `stream` column names the source; the
+    sink's `stream` option overrides it (Kafka's rule for `topic`), and the column is not
+    written. The `fields` map makes the copy byte-exact."""
+    from tests.integration.helpers import produce
+
+    r = redis_server.client()
+    src, dst = names["stream"], names["stream"] + ":copy"
+    produce(r, src, 50)
+    df = spark.read.format("eventbus").option("url", redis_server.url).option("stream", src) \
+        .load()
+    assert "stream" in df.columns and {row.stream for row in df.select("stream").collect()} \
+        == {src}
+    df.write.format("eventbus").option("url", redis_server.url).option("stream", dst) \
+        .mode("append").save()
+    copied = r.xrange(dst)
+    assert [f for _, f in copied] == [f for _, f in r.xrange(src)]
+    assert len(copied) == 50 and all(b"stream" not in f for _, f in copied)
