@@ -31,7 +31,6 @@ from .base import Redis, ResponseError
 from .boundary import redis_errors
 from .client import ConnectionSpec, client
 from .streams import (
-    ACK_CHUNK,
     entry_sizes,
     is_stream_kind,
     key_type,
@@ -255,10 +254,7 @@ class ConsumerOps:
     def ack_commands(self, ids: Sequence[str]) -> list[tuple[Any, ...]]:
         """The acks of ``ids`` (:func:`.streams.xack_commands`; with ``delete_acked``, as
         ``XACKDEL … ACKED``)."""
-        if not self.delete_acked:
-            return xack_commands(self.stream, self.group, ids)
-        return [("XACKDEL", self.stream, self.group, "ACKED", "IDS", len(part), *part)
-                for part in (ids[k:k + ACK_CHUNK] for k in range(0, len(ids), ACK_CHUNK))]
+        return xack_commands(self.stream, self.group, ids, delete=self.delete_acked)
 
     def pending_in(self, chunk: ClaimedRange) -> tuple[Any, ...]:
         """``XPENDING`` of this consumer's entries in ``chunk``: all of them, as one

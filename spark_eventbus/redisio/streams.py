@@ -87,10 +87,14 @@ def entry_sizes(entries: Sequence[Any]) -> list[int]:
     return sizes
 
 
-def xack_commands(stream: str, group: str, ids: Sequence[str], per_call: int = ACK_CHUNK
-                  ) -> list[tuple[str, ...]]:
-    """``XACK`` of ``ids`` in calls of at most ``per_call`` IDs (a call's work is bounded)."""
-    return [("XACK", stream, group, *ids[k:k + per_call]) for k in range(0, len(ids), per_call)]
+def xack_commands(stream: str, group: str, ids: Sequence[str], per_call: int = ACK_CHUNK,
+                  delete: bool = False) -> list[tuple[Any, ...]]:
+    """``XACK`` of ``ids`` in calls of at most ``per_call`` IDs (a call's work is bounded);
+    ``delete``: ``XACKDEL … ACKED`` (Redis >= 8.2: an entry every group has acked is deleted)."""
+    parts = (ids[k:k + per_call] for k in range(0, len(ids), per_call))
+    if delete:
+        return [("XACKDEL", stream, group, "ACKED", "IDS", len(p), *p) for p in parts]
+    return [("XACK", stream, group, *p) for p in parts]
 
 
 def xack(r: Redis, stream: str, group: str, ids: Sequence[str], per_call: int = ACK_CHUNK
