@@ -87,9 +87,9 @@ class ConsumerLease:
     def _take(self, ops: dict[str, ConsumerOps], run: str) -> None:
         # One pipelined acquire of every lease; only those another query holds are waited for.
         first = leases.leases(list(ops.values()), "acquire", run, self.owner)
-        for (name, op), (status, holder, pttl) in zip(ops.items(), first, strict=True):
+        for (name, op), (status, holder, _) in zip(ops.items(), first, strict=True):
             if status == "held":
-                status, holder, _ = self._acquire(op, run, (status, holder, pttl))
+                status, holder = self._acquire(op, run, holder)
             if status == "held":
                 # Give back what the pipelined acquire took (a lease held by another query is
                 # left alone: lease.lua releases only its own).
@@ -126,12 +126,11 @@ class ConsumerLease:
                 "its ACL rule, as `eventbus acl-rule --role streaming-reader` prints it. "
                 f"({exc})") from exc
 
-    def _acquire(self, op: ConsumerOps, run: str, first: tuple[str, str, int]
-                 ) -> tuple[str, str, int]:
-        """Take the lease (``first``: the first attempt's reply); while another query holds
-        it, watch its holder's heartbeat up to its TTL: once it has expired (a holder that was
+    def _acquire(self, op: ConsumerOps, run: str, holder: str) -> tuple[str, str]:
+        """Take the lease that ``holder`` (another query) held at the first attempt: watch
+        the holder's heartbeat up to its TTL: once it has expired (a holder that was
         killed) the lease is ours, while it is renewed (a live holder) it stays 'held'."""
-        status, holder, _ = first
+        status = "held"
         deadline = time.monotonic() + self._wait_s()
         last: int | None = None
         watched = holder
@@ -146,7 +145,7 @@ class ConsumerLease:
                 break  # renewed: its holder is alive
             last = beat
             time.sleep(0.25)
-        return status, holder, 0
+        return status, holder
 
     def _renew(self) -> None:
         """Heartbeat: renew until :meth:`release`; record a takeover for :meth:`hold` to raise.
