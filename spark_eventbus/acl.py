@@ -79,15 +79,18 @@ def key_patterns(role: str, streams: Iterable[str], dead_letter_stream: str | No
 
 
 def rule(role: str, streams: Iterable[str], dead_letter_stream: str | None = None,
-         cluster: bool = False, wait_aof: bool = False, xackdel: bool = False) -> str:
+         cluster: bool = False, wait_aof: bool = False, xackdel: bool = False,
+         xdelex: bool = False) -> str:
     """The ACL SETUSER rule (after the user name and password) of ``role``; ``wait_aof`` adds
     what option ``waitAof`` needs (Redis >= 7.2, Valkey), ``xackdel`` what ``trimAcked``
-    deletes at ack time with (Redis >= 8.2; an older server refuses the name)."""
+    deletes at ack time with, ``xdelex`` what ``dlq replay`` deletes pending references with
+    (both Redis >= 8.2; an older server refuses the names)."""
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
     commands = ROLES[role] + (CLUSTER if cluster else ()) \
         + (_WAIT_AOF if wait_aof and role in _WRITERS else ()) \
-        + (("xackdel",) if xackdel and role == "streaming-reader" else ())
+        + (("xackdel",) if xackdel and role == "streaming-reader" else ()) \
+        + (("xdelex",) if xdelex and role == "cli" else ())
     if role == "streaming-reader" and dead_letter_stream:  # maxDeliveries: the dead-letter move
         commands += ("xadd", "sismember", "sadd", "srem", "smismember")
     keys = key_patterns(role, streams, dead_letter_stream)

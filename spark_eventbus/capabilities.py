@@ -13,8 +13,15 @@ from .ids import is_digits
 # name (:mod:`.redisio.capabilities`), never inferred from a version: Valkey reports its own
 # numbers, forks and backports add commands, and a server may rename a command away.
 # WAITAOF backs option waitAof; XACKDEL (Redis >= 8.2, Valkey's next release) lets trimAcked
-# delete an entry at ack time once every group has acked it.
-OPTIONAL_COMMANDS = ("waitaof", "xackdel")
+# delete an entry at ack time once every group has acked it; XDELEX (the same releases) lets
+# `eventbus dlq replay` delete what it moved together with the groups' references to it.
+USED_COMMANDS = ("waitaof", "xackdel", "xdelex")
+# Commands newer than any server a lane runs (docs/redis-8.md: how each would map onto the
+# connector): probed by name like the others so that a start-up log can say the server has
+# them and they are not used yet; no code path sends them. (XREADGROUP's CLAIM, Redis 8.4, and
+# XADD's IDMP, 8.6, are arguments, not commands: a probe without a key cannot see them.)
+LATER_COMMANDS = ("xnack",)
+OPTIONAL_COMMANDS = (*USED_COMMANDS, *LATER_COMMANDS)
 
 
 @dataclass(frozen=True)
@@ -23,7 +30,7 @@ class Capabilities:
     features the connector may use: Lua scripting (Valkey can run without its Lua engine;
     None: the user may not load scripts, so it is unknown) and which of
     ``OPTIONAL_COMMANDS`` every node knows (``WAITAOF``: Redis >= 7.2 and Valkey;
-    ``XACKDEL``: Redis >= 8.2)."""
+    ``XACKDEL``, ``XDELEX``: Redis >= 8.2; ``XNACK``: Redis >= 8.8, not used)."""
 
     family: str
     version: tuple[int, int, int]
@@ -37,6 +44,16 @@ class Capabilities:
     @property
     def has_xackdel(self) -> bool:
         return "xackdel" in self.commands
+
+    @property
+    def has_xdelex(self) -> bool:
+        return "xdelex" in self.commands
+
+    @property
+    def not_used(self) -> list[str]:
+        """The later commands (:data:`LATER_COMMANDS`) this server has, upper-case: named in a
+        start-up log line, not used."""
+        return [c.upper() for c in LATER_COMMANDS if c in self.commands]
 
     @property
     def display(self) -> str:

@@ -201,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="add what option waitAof needs (+waitaof: Redis >= 7.2, Valkey)")
     ar.add_argument("--xackdel", action="store_true",
                     help="add what trimAcked deletes at ack time with (+xackdel: Redis >= 8.2)")
+    ar.add_argument("--xdelex", action="store_true",
+                    help="add what dlq replay deletes pending references with (+xdelex, role "
+                         "cli: Redis >= 8.2)")
     pf = sub.add_parser("pyfiles", help="write a zip for spark-submit --py-files")
     pf.add_argument("out", help="the zip to write, e.g. eventbus-pyfiles.zip")
     pf.add_argument("--no-redis", action="store_true",
@@ -209,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "acl-rule":  # no server needed
         print(f"ACL SETUSER {args.user} on >{'<password>'} "
               + rule(args.role, args.stream, args.dlq, args.cluster, args.wait_aof,
-                     args.xackdel))
+                     args.xackdel, args.xdelex))
         return 0
     if args.command == "pyfiles":
         names = pyfiles.build(Path(args.out), include_redis=not args.no_redis)
@@ -349,7 +352,8 @@ def _dlq(args: argparse.Namespace, admin: Admin) -> int:
         moved = admin.replay_dead_letters(args.source, args.target, args.limit)
         print(f"Moved {moved['moved']} entries from {args.source!r} to {args.target!r}"
               + (f"; kept {moved['kept_without_fields']} with no original field."
-                 if moved["kept_without_fields"] else "."))
+                 if moved["kept_without_fields"] else ".")
+              + (f"\nPending references: {moved['references']}." if moved["references"] else ""))
         return 0
     if args.action == "list":
         entries = admin.dead_letters(args.dlq, args.count)

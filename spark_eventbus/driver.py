@@ -77,6 +77,12 @@ class ReaderDriver:
         self.capabilities = capabilities_of(opts.connection)
         require_scripting(self.capabilities, "spark.readStream (a streaming read)",
                           opts.connection.display)
+        caps = self.capabilities
+        log.info("spark-eventbus: the server at %s is %s; optional commands it has: %s%s",
+                 opts.connection.display, caps.display,
+                 ", ".join(sorted(c.upper() for c in caps.commands)) or "none",
+                 f" ({', '.join(caps.not_used)}: not used yet, see docs/redis-8.md)"
+                 if caps.not_used else "")
         self.opts = opts
         self.subscription = Subscription(opts)
         self.ops: dict[str, ConsumerOps] = self.subscription.ops

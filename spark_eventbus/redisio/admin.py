@@ -17,7 +17,7 @@ from ..keys import alive_key, lease_key
 from ..losses import LossRecord
 from .base import Redis
 from .boundary import redis_errors
-from .capabilities import check_scripting
+from .capabilities import capabilities_of, check_scripting
 from .client import ConnectionSpec, client
 from .credentials import check_credentials
 from .deadletter import replay_page
@@ -236,21 +236,46 @@ def dead_letter_fields(r: Redis, dlq: str, entry_id: str) -> dict[str, str]:
 
 
 def replay_dead_letters(spec: ConnectionSpec, source: str, target: str, limit: int | None
-                        ) -> dict[str, int]:
+                        ) -> dict[str, Any]:
     """Move up to ``limit`` dead-lettered entries from ``source`` back to ``target``, exactly
-    once per entry (the marked steps of :func:`.deadletter.replay_page`, page by page)."""
+    once per entry (the marked steps of :func:`.deadletter.replay_page`, page by page).
+    Where ``source`` has consumer groups, says what became of their pending references to the
+    moved entries (``references``: None when it has none)."""
     r = client(spec)
     for key in (source, target):
         stream_exists(r, key)
+    delete_refs, references = _references(spec, r, source)
     moved = kept = 0
     cursor = "-"
     while limit is None or moved < limit:
         page = 500 if limit is None else min(500, limit - moved)
-        m, k, cursor = replay_page(spec, source, target, page, cursor)
+        m, k, cursor = replay_page(spec, source, target, page, cursor, delete_refs)
         moved, kept = moved + m, kept + k
         if m + k == 0:
             break
-    return {"moved": moved, "kept_without_fields": kept}
+    return {"moved": moved, "kept_without_fields": kept, "references": references}
+
+
+def _references(spec: ConnectionSpec, r: Redis, dlq: str) -> tuple[bool, str | None]:
+    """Whether the replay deletes with ``XDELEX … DELREF`` (a server with XDELEX, a user who
+    may run it: an ``XDELEX`` of ``0-0``, which no entry or group holds, tells), and what the
+    report says of the references of groups reading ``dlq`` (None: no group reads it)."""
+    groups = len(r.xinfo_groups(dlq))
+    if not capabilities_of(spec, scripts=False).has_xdelex:
+        return False, None if not groups else (
+            f"kept: {groups} group(s) read {dlq!r} and keep pending references to the moved "
+            "entries (XDEL; the server has no XDELEX … DELREF, Redis >= 8.2); they are "
+            "dropped as XAUTOCLAIM or XCLAIM meets them")
+    try:
+        r.execute_command("XDELEX", dlq, "DELREF", "IDS", 1, "0-0")
+    except NoPermissionError:
+        return False, None if not groups else (
+            f"kept: {groups} group(s) read {dlq!r} and keep pending references to the moved "
+            "entries: the Redis user may not run XDELEX, so they were deleted with XDEL. Add "
+            "+xdelex to its rule (`eventbus acl-rule --role cli --xdelex`)")
+    return True, None if not groups else (
+        f"deleted: the moved entries left the pending lists of the {groups} group(s) reading "
+        f"{dlq!r} too (XDELEX … DELREF)")
 
 
 class Admin:
@@ -309,7 +334,7 @@ class Admin:
         return self._call("running dlq show", dead_letter_fields, dlq, entry_id)
 
     def replay_dead_letters(self, source: str, target: str, limit: int | None
-                            ) -> dict[str, int]:
+                            ) -> dict[str, Any]:
         self._scripts("dlq replay", "each page is added back by dlq_replay_add.lua")
         with redis_errors("running dlq replay", self.spec):
             return replay_dead_letters(self.spec, source, target, limit)

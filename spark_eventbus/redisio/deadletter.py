@@ -1,5 +1,6 @@
 """Moving entries between two streams exactly once: dead-lettering (source → dead-letter stream,
-then XACK) and the CLI's replay (dead-letter stream → target, then XDEL).
+then XACK) and the CLI's replay (dead-letter stream → target, then XDEL, or XDELEX … DELREF
+where the server has it).
 
 One way for every layout — one node, one cluster slot, or two streams in different slots of a
 Redis Cluster (where no script may touch both) — each move in three steps, each idempotent:
@@ -64,11 +65,14 @@ def dead_letter(spec: ConnectionSpec, source: str, dlq: str, group: str,
     return len(live), len(entries) - len(live)
 
 
-def replay_page(spec: ConnectionSpec, dlq: str, target: str, count: int, after: str
-                ) -> tuple[int, int, str]:
+def replay_page(spec: ConnectionSpec, dlq: str, target: str, count: int, after: str,
+                delete_refs: bool = False) -> tuple[int, int, str]:
     """Move up to ``count`` dead-lettered entries after ID ``after`` ('-': from the start) from
     ``dlq`` back to ``target``, without their ``dlq.*`` fields; entries with no original field
-    are kept in ``dlq``. Returns (moved, kept, last ID looked at)."""
+    are kept in ``dlq``. ``delete_refs`` (a server with ``XDELEX``): delete the moved entries
+    with ``XDELEX … DELREF``, which also drops them from the pending lists of groups reading
+    ``dlq``, instead of ``XDEL``, which leaves those references behind. Returns (moved, kept,
+    last ID looked at)."""
     r = client(spec)
     marker = replay_marker_key(target, dlq)
     what = f"moving dead letters from {dlq!r} back to {target!r}"
@@ -87,7 +91,10 @@ def replay_page(spec: ConnectionSpec, dlq: str, target: str, count: int, after: 
         # originals are deleted on another shard, or a failover there could lose both
         wait_for_writes(spec, [Barrier(marker, MARKER_TTL_MS, ("SMISMEMBER", marker, *gone),
                                        lambda found: all(int(x) == 1 for x in found))], what)
-        r.xdel(dlq, *gone)
+        if delete_refs:
+            r.execute_command("XDELEX", dlq, "DELREF", "IDS", len(gone), *gone)
+        else:
+            r.xdel(dlq, *gone)
         r.srem(marker, *gone)
     return len(gone), int(kept), text(page[-1][0])
 

@@ -255,3 +255,47 @@ def test_trim_acked_deletes_at_ack_time_only_where_the_user_may_run_xackdel(redi
                             trimAcked="true")
     assert allowed.driver.subscription.delete_acked is True
     allowed.stop()
+
+
+def test_dlq_replay_leaves_no_pending_reference_where_the_server_and_the_user_may(
+        redis_server, capsys):
+    """Redis 8.2 (XDELEX): a cli rule with ``--xdelex`` replays dead letters with ``XDELEX …
+    DELREF``, so a group reading the dead-letter stream keeps no pending entry whose payload is
+    gone; a rule without it deletes with XDEL, and the report says the references stayed and
+    which rule to add. Redis 7.0 and Valkey 9.1 (no XDELEX): XDEL, the report says why, and the
+    name is refused in ACL SETUSER."""
+    from spark_eventbus.redisio import capabilities_of
+    from spark_eventbus.redisio.client import ConnectionSpec
+
+    r = redis_server.client()
+    stream, dlq = _names()
+    r.xadd(stream, {"n": "0"})
+
+    def replay(url: str) -> tuple[str, int]:
+        """Three dead letters a triage group has read (pending), replayed: the output and the
+        group's pending count after."""
+        for i in range(3):
+            r.xadd(dlq, {"n": str(i), "dlq.reason": "bad"})
+        r.xreadgroup("triage", "alice", {dlq: ">"})
+        assert cli(["--url", url, "dlq", "replay", "--from", dlq, "--to", stream]) == 0
+        assert r.xlen(dlq) == 0
+        return capsys.readouterr().out, int(r.xpending(dlq, "triage")["pending"])
+
+    r.xgroup_create(dlq, "triage", "$", mkstream=True)
+    has = capabilities_of(ConnectionSpec(redis_server.url), scripts=False).has_xdelex
+    out, left = replay(_user(r, redis_server, "cli", [stream], dlq))
+    assert "Moved 3 entries" in out and left == 3  # XDEL: the references stay
+    assert ("may not run XDELEX" in out and "--xdelex" in out) == has
+    assert ("the server has no XDELEX" in out) == (not has)
+    name = f"u{uuid.uuid4().hex[:8]}"
+    tokens = rule("cli", [stream], dlq, xdelex=True).split()
+    if not has:
+        with pytest.raises(Exception, match=r"(?i)unknown command|xdelex"):
+            r.execute_command("ACL", "SETUSER", name, "on", ">pw", *tokens)
+        return
+    r.execute_command("ACL", "SETUSER", name, "on", ">pw", *tokens)
+    r.xautoclaim(dlq, "triage", "alice", 0)  # drop the three dangling references first
+    assert int(r.xpending(dlq, "triage")["pending"]) == 0
+    out, left = replay(f"redis://{name}:pw@127.0.0.1:{redis_server.port}/0")
+    assert left == 0 and "left the pending lists of the 1 group(s)" in out
+    assert r.xlen(stream) == 7

@@ -47,8 +47,9 @@ def _version(server: RedisServer) -> str:
 
 
 def test_the_capabilities_match_the_commands_the_server_has(redis_server):
-    """Whatever the lane's server (Redis 7.0, Redis 8.2, Valkey 9.1): Lua, and WAITAOF and
-    XACKDEL exactly where the server's COMMAND INFO knows them."""
+    """Whatever the lane's server (Redis 7.0, Redis 8.2, Valkey 9.1): Lua, and each optional
+    command (WAITAOF, XACKDEL, XDELEX, XNACK) exactly where the server's COMMAND INFO knows
+    it."""
     caps = server_capabilities(client(ConnectionSpec(redis_server.url)))
     assert caps.family in ("redis", "valkey") and caps.has_lua is True
     r = redis_server.client()
@@ -62,6 +63,8 @@ def test_the_capabilities_match_the_commands_the_server_has(redis_server):
             r.connection_pool.release(conn)
     assert caps.has_waitaof == knows("waitaof")
     assert caps.has_xackdel == knows("xackdel")  # Redis 8.2 (the redis8 lane), not 7.0, 9.1
+    assert caps.has_xdelex == knows("xdelex") == caps.has_xackdel
+    assert caps.not_used == (["XNACK"] if knows("xnack") else [])  # no lane has it yet
 
 
 def test_a_server_without_scripting_is_refused_at_start_naming_its_version(no_lua, names):

@@ -22,6 +22,10 @@ def test_features_are_the_commands_the_probe_found_never_the_version():
     assert Capabilities("keydb", (6, 3, 4), True, frozenset({"waitaof"})).has_waitaof
     valkey = Capabilities("valkey", (9, 1, 0), True, frozenset({"waitaof", "xackdel"}))
     assert valkey.has_waitaof and valkey.has_xackdel and not redis70.has_xackdel
+    assert not valkey.has_xdelex and valkey.not_used == [] == redis70.not_used
+    # a later command is named as present and not used, and changes no feature
+    redis88 = Capabilities("redis", (8, 8, 0), True, frozenset({"xackdel", "xdelex", "xnack"}))
+    assert redis88.not_used == ["XNACK"] and redis88.has_xdelex and not redis88.has_waitaof
 
 
 def test_a_missing_capability_names_the_server_version_and_the_fix():
