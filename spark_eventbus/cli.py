@@ -85,7 +85,9 @@ def format_trim(rep: TrimReport) -> str:
     return (f"stream {rep.stream}: {verb} {rep.entries} entries{size}, before {rep.keep_from}; "
             f"{rep.length} entries {'would ' if rep.dry_run else ''}remain. Group "
             f"{rep.held_by!r} holds the rest back: it still needs {rep.keep_from} (its oldest "
-            "pending entry or the entry after its last-delivered-id).")
+            "pending entry or the entry after its last-delivered-id)."
+            + (" Removed with XTRIM … ACKED: the server checked every group too."
+               if rep.acked else ""))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,10 @@
 -- KEYS[1] stream
 -- ARGV[1] keep from this ID (MINID), ARGV[2] the last ID removed (the bound's predecessor),
 -- ARGV[3] '=' | '~', ARGV[4] number of groups the caller saw, ARGV[5] LIMIT of a '~' trim
--- (entries removed per call at most, in whole nodes)
+-- (entries removed per call at most, in whole nodes), ARGV[6] 'ACKED' (an exact trim on a
+-- server that takes XTRIM … ACKED, Redis >= 8.2: the server checks each entry against every
+-- group too, a second guard) or ''. Not with '~': approximate ACKED trims remove nothing
+-- before Redis 8.2.7 (redis#14623).
 -- Returns {status, removed}: status ok, moved (a group needs entries before the bound now, or
 -- the groups changed: nothing removed, compute again) or gone (no stream).
 local stream = KEYS[1]
@@ -25,5 +28,8 @@ for _, g in ipairs(groups) do
 end
 if ARGV[3] == '~' then
   return {'ok', redis.call('XTRIM', stream, 'MINID', '~', ARGV[1], 'LIMIT', tonumber(ARGV[5]))}
+end
+if ARGV[6] == 'ACKED' then
+  return {'ok', redis.call('XTRIM', stream, 'MINID', '=', ARGV[1], 'ACKED')}
 end
 return {'ok', redis.call('XTRIM', stream, 'MINID', '=', ARGV[1])}

@@ -25,7 +25,7 @@ from .group import before_first_entry, create_group_args, is_earliest, position_
 from .losses import accept_losses, loss_records
 from .probes import checked_lag
 from .retention import TrimReport, trim_acked
-from .streams import key_type, stream_exists, text
+from .streams import key_type, stream_exists, takes_acked_trim, text
 
 _T = TypeVar("_T")
 
@@ -322,7 +322,8 @@ class Admin:
                     f"stream {stream!r} does not exist at {self.spec.display}: nothing to trim. "
                     "Check the name (`eventbus status --stream-pattern '<glob>'` lists the "
                     "streams a pattern matches).")
-            return trim_acked(r, stream, dry_run, count=True)
+            return trim_acked(r, stream, dry_run, count=True,
+                              acked=not dry_run and takes_acked_trim(r, stream))
 
     def forget_consumer(self, stream: str, group: str, name: str, to: str) -> int:
         return self._call("running consumer forget", forget_consumer, stream, group, name, to)

@@ -40,7 +40,7 @@ from .boundary import redis_errors
 from .capabilities import capabilities_of
 from .client import client
 from .retry import CLUSTER_REDIRECTS
-from .streams import text
+from .streams import takes_acked_trim, text
 from .wire import on_connection, on_slot
 from .wire import packed as command
 
@@ -213,13 +213,10 @@ def check_acked_trim(spec: ConnectionSpec, stream: str) -> None:
     if (spec, stream) in _acked_trim:
         return
     with redis_errors("checking that the server trims only acked entries", spec):
-        try:
-            client(spec).execute_command("XTRIM", stream, "MAXLEN", "=", 2**63 - 1, "ACKED")
-        except redis.ResponseError as exc:
-            if "syntax" not in str(exc).lower():
-                raise
+        if not takes_acked_trim(client(spec), stream):
             server = capabilities_of(spec, scripts=False).display
-            raise _no_acked_trim(stream, f"{spec.display}, {server}: {exc}") from exc
+            raise _no_acked_trim(stream, f"{spec.display}, {server}: XTRIM … ACKED is a "
+                                         "syntax error there")
     _acked_trim.add((spec, stream))
 
 

@@ -34,11 +34,12 @@ class TrimReport:
     held_by: str | None  # the group that needs it
     groups: int
     length: int  # entries left
+    acked: bool = False  # removed with XTRIM … ACKED (the server checked every group too)
 
     def to_json(self) -> dict[str, object]:
         return {"stream": self.stream, "dry_run": self.dry_run, "entries": self.entries,
                 "bytes": self.bytes, "keep_from": self.keep_from, "held_by": self.held_by,
-                "groups": self.groups, "length": self.length}
+                "groups": self.groups, "length": self.length, "acked_policy": self.acked}
 
 
 def group_positions(r: Redis, stream: str) -> list[GroupPosition]:
@@ -63,12 +64,13 @@ def _count(r: Redis, stream: str, keep_from: StreamId) -> tuple[int, int]:
     return entries, size
 
 
-def _trim(r: Redis, stream: str, bound: TrimBound, groups: int, exact: bool
+def _trim(r: Redis, stream: str, bound: TrimBound, groups: int, exact: bool, acked: bool
           ) -> tuple[str, int]:
-    """trim.lua once (exact), or in calls of at most :data:`APPROX_LIMIT` entries."""
+    """trim.lua once (exact; ``acked``: with ``ACKED``), or in calls of at most
+    :data:`APPROX_LIMIT` entries."""
     assert bound.keep_from is not None
     args = [str(bound.keep_from), str(bound.keep_from.prev()), "=" if exact else "~", groups,
-            APPROX_LIMIT]
+            APPROX_LIMIT, "ACKED" if acked and exact else ""]
     total = 0
     for _ in range(1 if exact else APPROX_CALLS):
         status, removed = run_script(r, "trim", [stream], args)
@@ -81,12 +83,14 @@ def _trim(r: Redis, stream: str, bound: TrimBound, groups: int, exact: bool
 
 
 def trim_acked(r: Redis, stream: str, dry_run: bool = False, exact: bool = True,
-               count: bool = False) -> TrimReport:
+               count: bool = False, acked: bool = False) -> TrimReport:
     """Trim ``stream`` to the oldest entry any group still needs; never past a group that lags,
     never an entry pending anywhere. ``count``: count the entries and bytes removed first (the
     CLI; not the reader's ``trimAcked``). ``exact``:
     ``MINID =`` (exactly the entries before the bound), else ``~`` (whole nodes only, bounded
-    work). Idempotent."""
+    work). ``acked`` (a server that takes it, :func:`.streams.takes_acked_trim`): an exact trim
+    is ``XTRIM … ACKED``, so the server also checks each entry against every group.
+    Idempotent."""
     groups: list[GroupPosition] = []
     for _ in range(ATTEMPTS):
         if key_type(r, stream) != "stream":
@@ -100,10 +104,10 @@ def trim_acked(r: Redis, stream: str, dry_run: bool = False, exact: bool = True,
             return TrimReport(stream, dry_run, entries, max(size, 0) if count else size,
                               None if bound.keep_from is None else str(bound.keep_from),
                               bound.held_by, len(groups), int(r.xlen(stream)) - entries)
-        status, removed = _trim(r, stream, bound, len(groups), exact)
+        status, removed = _trim(r, stream, bound, len(groups), exact, acked)
         if status == "moved":
             continue
         return TrimReport(stream, False, removed, size if removed == entries else -1,
                           str(bound.keep_from), bound.held_by, len(groups),
-                          int(r.xlen(stream)))
+                          int(r.xlen(stream)), acked and exact)
     return TrimReport(stream, dry_run, 0, 0, None, None, len(groups), int(r.xlen(stream)))

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..connection import ConnectionSpec
 from ..errors import NotAStreamError
-from .base import Redis
+from .base import Redis, ResponseError
 from .boundary import redis_errors
 from .client import client
 from .wire import pipeline, raise_first
@@ -140,3 +140,16 @@ def ack_entries(spec: ConnectionSpec, stream: str, group: str, ids: Sequence[str
     the caller was doing). Idempotent: an ID no longer pending is not counted."""
     with redis_errors(what, spec):
         return xack(client(spec), stream, group, ids, per_call)
+
+
+def takes_acked_trim(r: Redis, stream: str) -> bool:
+    """Whether the server of ``stream`` takes ``XTRIM … ACKED`` (Redis >= 8.2): asked with a
+    trim that removes nothing (``MAXLEN =`` the largest length), which a server without the
+    policy refuses as a syntax error before it looks at the key."""
+    try:
+        r.execute_command("XTRIM", stream, "MAXLEN", "=", 2**63 - 1, "ACKED")
+    except ResponseError as exc:
+        if "syntax" not in str(exc).lower():
+            raise
+        return False
+    return True
