@@ -29,7 +29,8 @@ class EventBusBatchReader(DataSourceReader):
         conn = self.spec.conn
         parts: list[InputPartition] = []
         for stream in o.streams:
-            span = stream_span(conn, stream, o.start_id, o.end_id, "planning a batch read",
+            span = stream_span(conn, stream, o.start_id.of(stream), o.end_id.of(stream),
+                               "planning a batch read",
                                f"Server: {conn.display}. Choose another 'stream' option.")
             if span is None:
                 continue

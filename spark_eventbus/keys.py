@@ -21,6 +21,7 @@ Redis Cluster hashes a key by its *hash tag*: the text between the first ``{`` a
 from __future__ import annotations
 
 import binascii
+import re
 from functools import lru_cache
 
 # The lifetime of bookkeeping keys a query may abandon (claim plans, sink markers and their
@@ -143,3 +144,49 @@ def sink_registry_key(query: str) -> str:
     """Hash of one sink query: batch id -> JSON list of that batch's marker keys (to prune).
     Its own slot (the query's): it is only ever touched by single-key commands."""
     return f"{{{PREFIX}:{escape(query)}}}:{PREFIX}:{SINK_REGISTRY}"
+
+
+def glob_matches(pattern: str, name: str) -> bool:
+    """Whether ``name`` matches the Redis glob ``pattern`` as ``SCAN MATCH`` and ``KEYS`` read
+    it (Redis's ``stringmatchlen``): ``*``, ``?``, ``[abc]``, ``[^abc]``, ``[a-z]`` and ``\\x``
+    for a literal ``x`` — unlike :mod:`fnmatch`, which reads ``[^`` and ``\\`` otherwise."""
+    return _glob_regex(pattern).fullmatch(name) is not None
+
+
+@lru_cache(maxsize=64)
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        if c == "*":
+            out.append(".*")
+        elif c == "?":
+            out.append(".")
+        elif c == "[":
+            j, negate, items = i + 1, False, []
+            if j < n and pattern[j] == "^":
+                negate, j = True, j + 1
+            while j < n and pattern[j] != "]":
+                if pattern[j] == "\\" and j + 1 < n:
+                    items.append(re.escape(pattern[j + 1]))
+                    j += 2
+                elif j + 2 < n and pattern[j + 1] == "-" and pattern[j + 2] != "]":
+                    lo, hi = sorted((pattern[j], pattern[j + 2]))
+                    items.append(f"{re.escape(lo)}-{re.escape(hi)}")
+                    j += 3
+                else:
+                    items.append(re.escape(pattern[j]))
+                    j += 1
+            # Redis: an unclosed class runs to the end of the pattern
+            out.append(f"[{'^' if negate else ''}{''.join(items)}]" if items
+                       else ("(?!)" if not negate else "."))
+            i = j + 1
+            continue
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out), re.DOTALL)

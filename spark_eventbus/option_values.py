@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import json
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -101,17 +103,23 @@ def starting_position(raw: str, name: str) -> str:
     value = raw.strip()
     if value in ("latest", "earliest", "$", "0") or _ID.fullmatch(value):
         return stream_id_or("latest", "earliest", "$", "0")(value, name)
+    ms = _epoch_ms(value, raw, name, "'latest', 'earliest', a stream ID ('1700000000000-0': "
+                   "the group starts after it) or a timestamp, epoch milliseconds "
+                   "('1700000000000') or ISO-8601 ('2026-11-22T10:00:00Z'), where it starts at "
+                   "the first entry at or after it")
+    return "0" if ms == 0 else str(StreamId(ms, 0).prev())
+
+
+def _epoch_ms(value: str, raw: str, name: str, use: str) -> int:
+    """A timestamp: epoch milliseconds or ISO-8601 (no zone: UTC); refused naming the option
+    and what to ``use``."""
     if is_digits(value):
         ms = int(value)
     else:
         try:
             when = dt.datetime.fromisoformat(value)
         except ValueError:
-            raise ConfigError(
-                f"option '{name}' = {raw!r} is invalid: use 'latest', 'earliest', a stream ID "
-                "('1700000000000-0': the group starts after it) or a timestamp, epoch "
-                "milliseconds ('1700000000000') or ISO-8601 ('2026-11-22T10:00:00Z'), where "
-                "it starts at the first entry at or after it.") from None
+            raise ConfigError(f"option '{name}' = {raw!r} is invalid: use {use}.") from None
         if when.tzinfo is None:
             when = when.replace(tzinfo=dt.timezone.utc)
         ms = (when - _EPOCH) // dt.timedelta(milliseconds=1)  # exact, no float rounding
@@ -120,7 +128,93 @@ def starting_position(raw: str, name: str) -> str:
                               "ID; use 'earliest'.")
     if ms > StreamId.MAX.ms:
         raise ConfigError(f"option '{name}' = {raw!r} is beyond the largest stream ID.")
-    return "0" if ms == 0 else str(StreamId(ms, 0).prev())
+    return ms
+
+
+def batch_bound(side: str) -> Parser:
+    """A batch read's ``startId`` (``side`` "start") or ``endId`` ("end"), inclusive, as an
+    ``XRANGE`` bound: ``-``/``earliest``, ``+``/``latest``, a stream ID, or a timestamp —
+    epoch milliseconds (an ID's time part, as Redis reads it) or ISO-8601 — which includes the
+    entries of that millisecond."""
+    def parse(raw: str, name: str) -> str:
+        value = raw.strip()
+        words = {"-": "-", "earliest": "-", "+": "+", "latest": "+"}
+        if value in words:
+            return words[value]
+        if _ID.fullmatch(value) or is_digits(value):
+            return stream_id_or()(value, name)
+        ms = _epoch_ms(value, raw, name, "'earliest', 'latest', a stream ID "
+                       "('1700000000000-0') or a timestamp, epoch milliseconds "
+                       "('1700000000000') or ISO-8601 ('2026-11-22T10:00:00Z')")
+        return f"{ms}-0" if side == "start" else str(ms)  # "<ms>": up to its last entry
+    return parse
+
+
+def timestamp_bound(side: str) -> Parser:
+    """Kafka's ``startingTimestamp`` (``side`` "start": entries at or after it) and
+    ``endingTimestamp`` ("end": entries before it, exclusive) of a batch read: epoch
+    milliseconds or ISO-8601, as an ``XRANGE`` bound."""
+    def parse(raw: str, name: str) -> str:
+        ms = _epoch_ms(raw.strip(), raw, name, "a timestamp, epoch milliseconds "
+                       "('1700000000000') or ISO-8601 ('2026-11-22T10:00:00Z')")
+        return f"{ms}-0" if side == "start" else f"({ms}-0"
+    return parse
+
+
+@dataclass(frozen=True)
+class PerStream:
+    """An option's value for each stream (a JSON object by stream name): ``named`` streams'
+    own values, ``default`` for the others (JSON key ``*``, else the option's default)."""
+
+    default: str
+    named: tuple[tuple[str, str], ...] = ()
+
+    def of(self, stream: str) -> str:
+        return next((v for s, v in self.named if s == stream), self.default)
+
+    @property
+    def streams(self) -> list[str]:
+        return [s for s, _ in self.named]
+
+
+def per_stream(parser: Parser, default: str) -> Parser:
+    """``parser`` for one value for every stream, or a JSON object of values by stream name
+    (``{"orders": "earliest", "refunds": "2026-11-01T00:00:00Z", "*": "latest"}``; ``*``: the
+    streams not named, else ``default``, a parsed value), like Kafka's JSON per
+    topic-partition. Which names a
+    query reads is checked once the streams are known (:func:`unread_streams`)."""
+    def parse(raw: str, name: str) -> PerStream:
+        value = raw.strip()
+        if not value.startswith("{"):
+            return PerStream(parser(raw, name))
+        example = ('e.g. {"orders": "earliest", "refunds": "2026-11-01T00:00:00Z", '
+                   '"*": "latest"}')
+        try:
+            obj = json.loads(value)
+        except ValueError as exc:
+            raise ConfigError(f"option '{name}' = {raw!r} is not valid JSON ({exc}): give one "
+                              f"value for every stream, or a JSON object by stream name, "
+                              f"{example}.") from None
+        bad = [k for k, v in obj.items()
+               if isinstance(v, bool) or not isinstance(v, (str, int))] \
+            if isinstance(obj, dict) else None
+        if bad is None or bad:
+            raise ConfigError(f"option '{name}' = {raw!r} is invalid: a JSON object maps stream "
+                              f"names to strings or epoch milliseconds, {example}"
+                              + (f"; not the value of {bad[0]!r}." if bad else "."))
+        named = {k: parser(str(v), f"{name}[{k}]") for k, v in obj.items()}
+        return PerStream(named.pop("*") if "*" in named else default, tuple(named.items()))
+    return parse
+
+
+def unread_streams(value: PerStream, name: str, reads: Callable[[str], bool],
+                   which: str) -> None:
+    """Refuse a stream named in option ``name``'s JSON that the query does not read
+    (``reads``; ``which``: the streams it reads, for the message)."""
+    for stream in value.streams:
+        if not reads(stream):
+            raise ConfigError(f"option '{name}' names stream {stream!r}, which this read does "
+                              f"not read ({which}); remove it, or correct its name.")
 
 
 def text(raw: str, name: str) -> str:

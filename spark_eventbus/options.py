@@ -38,8 +38,11 @@ from .connection import (
 from .connection import check_url as check_url  # the CLI's (and AckingBatchWriter's) URL check
 from .errors import ConfigError
 from .ids import StreamId
+from .keys import glob_matches
 from .option_values import (  # the table's parsers; cli imports starting_position from here
     Parser,
+    PerStream,
+    batch_bound,
     boolean,
     choice,
     client_setting,
@@ -49,13 +52,15 @@ from .option_values import (  # the table's parsers; cli imports starting_positi
     one_stream,
     optional_name,
     parse_min_id,
+    per_stream,
     provider_path,
     secret,
     secret_file,
     starting_position,
-    stream_id_or,
     stream_list,
     text,
+    timestamp_bound,
+    unread_streams,
     url,
     value_schema,
     whole,
@@ -124,8 +129,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("stream", "stream", one_stream, None, frozenset({SINK})),
     Option("group", "group", optional_name, None, frozenset({STREAMING, ACKING})),
     Option("consumer", "consumer", key_name, None, frozenset({STREAMING})),
-    Option("startingPosition", "starting_position", starting_position, "latest",
-           frozenset({STREAMING})),
+    Option("startingPosition", "starting_position", per_stream(starting_position, "latest"),
+           PerStream("latest"), frozenset({STREAMING})),
     Option("maxEntriesPerTrigger", "max_entries_per_trigger",
            whole(1, 10_000_000, "it bounds the entries of one micro-batch"), 100_000,
            frozenset({STREAMING})),
@@ -171,8 +176,15 @@ OPTIONS: tuple[Option, ...] = (
     Option("valueSchema", "value_schema", value_schema, None, READS),
     Option("fieldsType", "fields_binary", choice({"string": False, "binary": True}), False,
            READS),
-    Option("startId", "start_id", stream_id_or("-"), "-", frozenset({BATCH})),
-    Option("endId", "end_id", stream_id_or("+"), "+", frozenset({BATCH})),
+    Option("startId", "start_id", per_stream(batch_bound("start"), "-"), PerStream("-"),
+           frozenset({BATCH})),
+    Option("endId", "end_id", per_stream(batch_bound("end"), "+"), PerStream("+"),
+           frozenset({BATCH})),
+    # Kafka's names: the first entry at or after a time, up to (not including) a time
+    Option("startingTimestamp", "starting_timestamp", per_stream(timestamp_bound("start"), "-"),
+           None, frozenset({BATCH})),
+    Option("endingTimestamp", "ending_timestamp", per_stream(timestamp_bound("end"), "+"),
+           None, frozenset({BATCH})),
     # sink
     Option("maxLen", "max_len",
            whole(1, 2**63 - 1, "it is the number of entries to keep; leave it out to keep all"),
@@ -322,7 +334,7 @@ class ReaderOptions(_Connected):
 
     streams: tuple[str, ...]
     consumer: str | None
-    starting_position: str
+    starting_position: PerStream  # .of(stream): a parsed startingPosition
     max_entries_per_trigger: int
     num_partitions: int
     claim_min_idle_ms: int
@@ -335,8 +347,8 @@ class ReaderOptions(_Connected):
     value_field: str
     value_schema: str | None
     fields_binary: bool
-    start_id: str
-    end_id: str
+    start_id: PerStream  # .of(stream): an XRANGE bound (startingTimestamp folded in)
+    end_id: PerStream  # (endingTimestamp folded in)
     group: str | None = None  # None for batch reads
     stream_pattern: str | None = None  # streaming: streams discovered by SCAN MATCH instead
     discovery_interval_ms: int = 30_000
@@ -413,11 +425,48 @@ def parse_reader_options(raw: Mapping[str, Any], *, streaming: bool, warn: bool 
                     log.warning("spark-eventbus: option '%s' has no effect with ackMode=none: "
                                 "nothing is acked, so every delivered entry stays pending and "
                                 "none is reclaimed.", spelled(key))
-    start, end = v["start_id"], v["end_id"]
-    if start != "-" and end != "+" and StreamId.parse(start) > StreamId.parse(end):
-        raise ConfigError(f"option 'startId' = {start!r} is after option 'endId' = {end!r}; "
-                          "swap them or widen the range.")
+    _per_stream_checks(v, given, streaming)
     return ReaderOptions(**v, starting_position_given="startingposition" in given)
+
+
+def _per_stream_checks(v: dict[str, Any], given: set[str], streaming: bool) -> None:
+    """The options given per stream name only streams the read reads (a pattern's: those
+    matching it); Kafka's ``startingTimestamp``/``endingTimestamp`` fold into ``startId``/
+    ``endId`` (one or the other); each stream's range is not empty by its bounds."""
+    pattern = v["stream_pattern"]
+    if pattern is not None:
+        def reads(stream: str) -> bool:
+            return glob_matches(pattern, stream)
+        which = f"streamPattern = {pattern!r}"
+    else:
+        def reads(stream: str) -> bool:
+            return stream in v["streams"]
+        which = f"stream = {','.join(v['streams'])!r}"
+    attrs = {"startingPosition": "starting_position", "startId": "start_id",
+             "endId": "end_id", "startingTimestamp": "starting_timestamp",
+             "endingTimestamp": "ending_timestamp"}
+    for name in (("startingPosition",) if streaming else list(attrs)[1:]):
+        if name.lower() in given:
+            unread_streams(v[attrs[name]], name, reads, which)
+    for ids, stamps in (("startId", "startingTimestamp"), ("endId", "endingTimestamp")):
+        stamp = v.pop(attrs[stamps])
+        if stamp is None or streaming:
+            continue
+        if ids.lower() in given:
+            raise ConfigError(f"options '{ids}' and '{stamps}' are both given; use one: "
+                              f"'{stamps}' is Kafka's name for a time bound, '{ids}' takes a "
+                              "stream ID or a time.")
+        v[attrs[ids]] = stamp
+    if streaming:
+        return
+    for stream in v["streams"]:
+        start, end = v["start_id"].of(stream), v["end_id"].of(stream)
+        if start not in ("-", "+") and end not in ("-", "+") and \
+                StreamId.parse(start.lstrip("(")) > StreamId.parse(end.lstrip("(")):
+            raise ConfigError(f"the batch read's range of stream {stream!r} is empty: it starts "
+                              f"at {start!r} (option 'startId' or 'startingTimestamp') after "
+                              f"it ends at {end!r} ('endId' or 'endingTimestamp'); swap them "
+                              "or widen the range.")
 
 
 # -- writes --------------------------------------------------------------------------------------

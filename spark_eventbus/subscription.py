@@ -47,23 +47,28 @@ class Subscription:
                            delete_acked=self.delete_acked)
                for s in dict.fromkeys(names) if s not in self.ops]
         existing = []
-        for op, made in zip(new, ensure_groups(new, o.starting_position), strict=True):
+        at = o.starting_position
+        for op, made in zip(new, ensure_groups(new, [at.of(op.stream) for op in new]),
+                            strict=True):
             if made:
                 log.info("spark-eventbus: created consumer group %r on stream %r at %s",
-                         o.group, op.stream, o.starting_position)
+                         o.group, op.stream, at.of(op.stream))
             else:
                 existing.append(op.stream)
             self.ops[op.stream] = op
         if existing and o.starting_position_given:
             shown = ", ".join(repr(s) for s in existing[:5]) + (
                 f" and {len(existing) - 5} more" if len(existing) > 5 else "")
+            wanted = {at.of(s) for s in existing}
             log.warning(
-                "spark-eventbus: option 'startingPosition' = %r is ignored for stream(s) %s: "
+                "spark-eventbus: option 'startingPosition' = %s is ignored for stream(s) %s: "
                 "consumer group %r exists there already and reads on from where it is "
                 "(startingPosition applies only when the query creates the group). To move "
                 "it: eventbus group seek --stream <stream> --group %s --to %s (while no query "
-                "reads the group).", o.starting_position, shown, o.group, o.group,
-                o.starting_position)
+                "reads the group).",
+                repr(next(iter(wanted))) if len(wanted) == 1 else "(per stream)", shown,
+                o.group, o.group,
+                next(iter(wanted)) if len(wanted) == 1 else "<its position>")
         return new
 
     def due(self) -> bool:

@@ -289,11 +289,12 @@ def where(ops: Sequence[ConsumerOps]) -> str:
     return f"streams {shown}{more}, group {ops[0].group!r}"
 
 
-def ensure_groups(ops: Sequence[ConsumerOps], starting_position: str) -> list[bool]:
-    """Create each stream's group (and the stream, ``MKSTREAM``) where missing, in three
-    pipelined round trips per node (key types and groups; where a group is made at
-    ``earliest``, the streams' first entries; the ``XGROUP CREATE``s). Idempotent; True where
-    this call created the group.
+def ensure_groups(ops: Sequence[ConsumerOps], positions: Sequence[str]) -> list[bool]:
+    """Create each stream's group (and the stream, ``MKSTREAM``) where missing, at its
+    position (``positions``: a parsed ``startingPosition`` per op), in three pipelined round
+    trips per node (key types and groups; where a group is made at ``earliest``, the streams'
+    first entries; the ``XGROUP CREATE``s). Idempotent; True where this call created the
+    group.
 
     Refuses a key that is not a stream. ``earliest`` starts just before the first entry still
     in the stream, so entries trimmed long before the group existed are not reported as lost.
@@ -305,6 +306,7 @@ def ensure_groups(ops: Sequence[ConsumerOps], starting_position: str) -> list[bo
         replies = pipeline(ops[0].redis, [c for op in ops for c in (
             ("TYPE", op.stream), ("XINFO", "GROUPS", op.stream))])
         todo: list[ConsumerOps] = []
+        position = {op.stream: at for op, at in zip(ops, positions, strict=True)}
         for op, kind, groups in zip(ops, replies[0::2], replies[1::2], strict=True):
             if isinstance(kind, Exception):
                 raise kind
@@ -315,16 +317,18 @@ def ensure_groups(ops: Sequence[ConsumerOps], starting_position: str) -> list[bo
             if not exists or not any(text(as_map(g)[b"name"]) == op.group for g in groups):
                 todo.append(op)
         earliest: dict[str, tuple[str, int]] = {}
-        if todo and is_earliest(starting_position):
-            infos = pipeline(ops[0].redis, [("XINFO", "STREAM", op.stream) for op in todo])
+        at_start = [op for op in todo if is_earliest(position[op.stream])]
+        if at_start:
+            infos = pipeline(ops[0].redis, [("XINFO", "STREAM", op.stream) for op in at_start])
             raise_unless_missing(infos)
-            for op, info in zip(todo, infos, strict=True):
+            for op, info in zip(at_start, infos, strict=True):
                 earliest[op.stream] = ("0", 0) if isinstance(info, Exception) \
                     else earliest_in({text(k): v for k, v in as_map(info).items()})
         if not todo:
             return [False] * len(ops)
         created = pipeline(ops[0].redis, [
-            create_group_args(op.stream, op.group, starting_position, earliest.get(op.stream))
+            create_group_args(op.stream, op.group, position[op.stream],
+                              earliest.get(op.stream))
             for op in todo])
         made = set()
         for op, reply in zip(todo, created, strict=True):
@@ -332,7 +336,7 @@ def ensure_groups(ops: Sequence[ConsumerOps], starting_position: str) -> list[bo
             # meanwhile, a cluster slot on the move, a server without ENTRIESREAD): that
             # stream is done again the one-stream way, which knows what to do
             if not isinstance(reply, Exception) or (
-                    "BUSYGROUP" not in str(reply) and _create_one(op, starting_position)):
+                    "BUSYGROUP" not in str(reply) and _create_one(op, position[op.stream])):
                 made.add(op.stream)
     return [op.stream in made for op in ops]
 

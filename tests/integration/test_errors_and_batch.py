@@ -34,6 +34,55 @@ def test_batch_read_between_start_and_end_ids(spark, redis_server, names):
     assert whole.count() == 100
 
 
+def test_batch_bounds_per_stream_by_id_and_by_time(spark, redis_server, names):
+    """startId/endId as JSON by stream (an ID, a time, earliest for the rest), and Kafka's
+    startingTimestamp/endingTimestamp (from a time, up to and not at another): XRANGE reads
+    exactly those ranges, stream by stream."""
+    r = redis_server.client()
+    a, b, c = (f"{names['stream']}:{x}" for x in "abc")
+    for stream in (a, b, c):
+        for i in range(1, 101):
+            r.xadd(stream, {"n": str(i)}, id=f"{1000 + i}-{i % 3}")
+
+    def read(**options: str) -> dict[str, list[int]]:
+        df = spark.read.format("eventbus").options(url=redis_server.url, stream=f"{a},{b},{c}",
+                                                   **options).load()
+        got: dict[str, list[int]] = {}
+        for row in df.collect():
+            got.setdefault(row["stream"], []).append(int(row["fields"]["n"]))
+        return {k: sorted(v) for k, v in got.items()}
+
+    assert read(startId=json.dumps({a: "1010-0", b: "1970-01-01T00:00:01.050Z"}),
+                endId=json.dumps({a: "1020-2", "*": "1095"})) == {
+        a: list(range(10, 21)), b: list(range(50, 96)), c: list(range(1, 96))}
+    assert read(startingTimestamp="1090",
+                endingTimestamp=json.dumps({c: "1970-01-01T00:00:01.095Z"})) == {
+        a: list(range(90, 101)), b: list(range(90, 101)), c: list(range(90, 95))}
+
+
+def test_starting_positions_per_stream_create_each_group_where_asked(redis_server, names):
+    """startingPosition as JSON by stream: a stream ID (the group starts after it), a time
+    (at the first entry at or after it), earliest; the streams not named at '*'."""
+    from spark_eventbus.options import parse_reader_options
+    from spark_eventbus.subscription import Subscription
+
+    r = redis_server.client()
+    a, b, c, d = (f"{names['stream']}:{x}" for x in "abcd")
+    for stream in (a, b, c, d):
+        for i in range(1, 101):
+            r.xadd(stream, {"n": str(i)}, id=f"{1000 + i}-{i % 3}")
+        r.xtrim(stream, minid="1006", approximate=False)  # 5 gone: earliest is the sixth
+    at = {a: "1010-1", b: "1970-01-01T00:00:01.050Z", c: "earliest", "*": "latest"}
+    Subscription(parse_reader_options({"url": redis_server.url, "stream": f"{a},{b},{c},{d}",
+                                       "group": names["group"],
+                                       "startingPosition": json.dumps(at)}, streaming=True))
+    first = {}
+    for stream in (a, b, c, d):
+        got = r.xreadgroup(names["group"], "w", {stream: ">"}, count=1)
+        first[stream] = int(got[0][1][0][1][b"n"]) if got else None
+    assert first == {a: 11, b: 50, c: 6, d: None}
+
+
 def test_new_session_resolves_format_without_register(redis_server, names, tmp_path):
     r = redis_server.client()
     produce(r, names["stream"], 5)
@@ -80,7 +129,7 @@ def test_missing_stream_fails_at_load(spark, redis_server):
     ("claimMinIdleMs", "-5", "option 'claimMinIdleMs' = '-5' is invalid"),
     ("ackMode", "sometimes", "use one of commit, manual, none"),
     ("valueSchema", "n INTEGR", "option 'valueSchema'"),
-    ("startId", "abc", "option 'startId' = 'abc' is not a stream ID"),
+    ("startId", "abc", "option 'startId' = 'abc' is invalid: use 'earliest', 'latest', a stream"),
 ])
 def test_invalid_option_fails_at_load_naming_option_and_value(spark, redis_server, names,
                                                               option, value, expect):

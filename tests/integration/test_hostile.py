@@ -191,7 +191,7 @@ def test_progress_of_a_stream_removed_since_the_last_claim_is_unknown_not_an_err
     stream = _name()
     produce(r, stream, 3)
     ops = ConsumerOps(ConnectionSpec(redis_server.url), stream, "g", "c")
-    ensure_groups([ops], "earliest")
+    ensure_groups([ops], ["earliest"])
     assert probes.stats([ops])[0].pending == 0
     r.delete(stream)
     if change == "replaced by a string":

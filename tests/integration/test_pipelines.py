@@ -95,7 +95,7 @@ def test_a_claim_record_sent_twice_records_its_chunk_once(redis_server, names):
     for i in range(3):
         r.xadd(names["stream"], {"n": str(i)})
     op = ConsumerOps(spec, names["stream"], names["group"], "c")
-    ensure_groups([op], "earliest")
+    ensure_groups([op], ["earliest"])
     intent = run_scripts(op.redis, "claim", [op.claim_intent("run1", 1, None, True)])[0]
     assert text(intent[0]) == "read"
     entries = pipeline(op.redis, [op.xreadgroup(10)])[0]

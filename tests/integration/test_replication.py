@@ -49,7 +49,7 @@ def test_lag_is_not_the_streams_length_when_the_servers_entries_read_cannot_be_r
     # A group made at `earliest` sits just before the first entry with entries-read 0, which is
     # right: every entry is lag (the reader's pipelined probe and ConsumerOps agree).
     fresh = ConsumerOps(ConnectionSpec(redis_server.url), stream, group + "-new", "c")
-    assert ensure_groups([fresh], "earliest")[0]
+    assert ensure_groups([fresh], ["earliest"])[0]
     assert probes.stats([fresh])[0].lag == 55
     assert probes.probe([fresh])[0].stats().lag == 55
 

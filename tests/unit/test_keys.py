@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from urllib.parse import unquote
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis.crc import key_slot as redis_py_key_slot
@@ -12,6 +13,7 @@ from redis.crc import key_slot as redis_py_key_slot
 from spark_eventbus.keys import (
     derived_key,
     escape,
+    glob_matches,
     hash_tag,
     key_slot,
     lease_key,
@@ -127,3 +129,17 @@ def test_property_escaping_is_reversible_and_removes_separators(text):
     out = escape(text)
     assert not set(out) & set(":{}")
     assert unquote(out) == text
+
+
+@pytest.mark.parametrize(("pattern", "name", "matches"), [
+    ("orders:*", "orders:eu", True), ("orders:*", "order:eu", False),
+    ("o?ders", "orders", True), ("o?ders", "oders", False),
+    ("orders:[a-c]", "orders:b", True), ("orders:[c-a]", "orders:b", True),  # Redis swaps
+    ("orders:[^x]*", "orders:eu", True), ("orders:[^x]*", "orders:x1", False),
+    ("orders:[!x]*", "orders:!y", True), ("orders:[!x]*", "orders:eu", False),  # ! is literal
+    (r"orders:\*", "orders:*", True), (r"orders:\*", "orders:eu", False),
+    ("a.b", "a.b", True), ("a.b", "axb", False),  # no regex leaks through
+    ("*", "line\nbreak", True),
+])
+def test_glob_matches_reads_patterns_as_redis_does(pattern, name, matches):
+    assert glob_matches(pattern, name) is matches

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import logging
 import re
 
@@ -17,8 +18,10 @@ def test_defaults_follow_the_design_contract():
     assert o.consumer_name == "spark-billing"
     assert (o.max_entries_per_trigger, o.num_partitions) == (100_000, 2)
     assert (o.claim_min_idle_ms, o.reclaim_max_entries, o.max_deliveries) == (60_000, 1000, 0)
-    assert (o.ack_mode, o.fail_on_data_loss, o.starting_position) == ("commit", True, "latest")
-    assert (o.value_field, o.fields_binary, o.start_id, o.end_id) == ("payload", False, "-", "+")
+    assert (o.ack_mode, o.fail_on_data_loss, o.starting_position.of("orders")) == (
+        "commit", True, "latest")
+    assert (o.value_field, o.fields_binary, o.start_id.of("orders"), o.end_id.of("orders")) == (
+        "payload", False, "-", "+")
 
 
 def test_option_names_are_case_insensitive_and_streams_split_on_commas():
@@ -79,9 +82,64 @@ def test_trigger_controls_default_off_with_kafkas_15_minute_delay(caplog):
 
 def test_batch_reads_need_no_group_but_check_the_id_range():
     o = parse_reader_options({"stream": "s", "startId": "10-0", "endId": "20"}, streaming=False)
-    assert (o.start_id, o.end_id) == ("10-0", "20")
-    with pytest.raises(ConfigError, match="is after option 'endId'"):
+    assert (o.start_id.of("s"), o.end_id.of("s")) == ("10-0", "20")
+    with pytest.raises(ConfigError, match=r"range of stream 's' is empty: it starts at '30'"):
         parse_reader_options({"stream": "s", "startId": "30", "endId": "20"}, streaming=False)
+
+
+def test_batch_bounds_take_ids_words_timestamps_and_kafkas_time_options():
+    def bounds(**extra: str) -> tuple[str, str]:
+        o = parse_reader_options({"stream": "s", **extra}, streaming=False)
+        return o.start_id.of("s"), o.end_id.of("s")
+    assert bounds(startId="earliest", endId="latest") == ("-", "+")
+    # a time: the entries of that millisecond are in, at either end (XRANGE's '<ms>')
+    assert bounds(startId="2023-11-14T22:13:20Z", endId="2023-11-14T22:13:21Z") == (
+        "1700000000000-0", "1700000001000")
+    # Kafka's names: from the first entry at or after the start, up to (not at) the end
+    assert bounds(startingTimestamp="1700000000000", endingTimestamp="2023-11-14T22:13:21Z") \
+        == ("1700000000000-0", "(1700000001000-0")
+    with pytest.raises(ConfigError, match=r"options 'startId' and 'startingTimestamp' are both"):
+        bounds(startId="1-0", startingTimestamp="5")
+    with pytest.raises(ConfigError, match=r"option 'endingTimestamp' = 'soon' is invalid: use a "
+                                          r"timestamp"):
+        bounds(endingTimestamp="soon")
+    with pytest.raises(ConfigError, match=r"range of stream 's' is empty"):
+        bounds(startingTimestamp="2000", endingTimestamp="1000")
+
+
+def test_positions_per_stream_as_json_like_kafkas_per_partition():
+    o = parse_reader_options({"stream": "a,b,c,d", "group": "g", "startingPosition": json.dumps(
+        {"a": "1700000000000-5", "b": "2023-11-14T22:13:20Z", "c": "earliest",
+         "*": "1700000000000"})}, streaming=True)
+    at = o.starting_position
+    assert [at.of(s) for s in "abcd"] == [
+        "1700000000000-5", f"1699999999999-{2**64 - 1}", "earliest",
+        f"1699999999999-{2**64 - 1}"]  # d: the '*' value
+    assert parse_reader_options({**BASE, "startingPosition": '{"orders": 0}'},
+                                streaming=True).starting_position.of("other") == "latest"
+    b = parse_reader_options({"stream": "x,y", "startId": '{"x": "5-1"}',
+                              "endingTimestamp": '{"y": 9, "*": "2023-11-14T22:13:20Z"}'},
+                             streaming=False)
+    assert (b.start_id.of("x"), b.start_id.of("y")) == ("5-1", "-")
+    assert (b.end_id.of("x"), b.end_id.of("y")) == ("(1700000000000-0", "(9-0")
+    # under a pattern, a name must match it (Redis's glob: [^...] negates, \ escapes)
+    pat = parse_reader_options({"streamPattern": "orders:[^x]*", "group": "g",
+                                "startingPosition": '{"orders:eu": "earliest"}'}, streaming=True)
+    assert pat.starting_position.of("orders:eu") == "earliest"
+    for options, named in [
+        ({**BASE, "startingPosition": '{"order": "earliest"}'}, "order"),
+        ({"stream": "x", "startId": '{"y": "1-0"}'}, "y"),
+        ({"streamPattern": "orders:[^x]*", "group": "g",
+          "startingPosition": '{"orders:x1": "earliest"}'}, "orders:x1"),
+    ]:
+        with pytest.raises(ConfigError, match=rf"names stream '{named}', which this read does "
+                                              r"not read \((stream|streamPattern) = "):
+            parse_reader_options(options, streaming="group" in options)
+    for bad, says in [("{nope", "is not valid JSON"), ('{"orders": [1]}', "a JSON object maps"),
+                      ('{"orders": true}', "not the value of 'orders'"),
+                      ('{"orders": "soon"}', r"option 'startingPosition\[orders\]' = 'soon'")]:
+        with pytest.raises(ConfigError, match=says):
+            parse_reader_options({**BASE, "startingPosition": bad}, streaming=True)
 
 
 def test_ignored_options_are_warned_about(caplog):
@@ -134,7 +192,7 @@ def test_password_is_not_in_repr_or_url_errors():
 ])
 def test_starting_position_takes_ids_and_timestamps(value, group_at):
     opts = parse_reader_options({**BASE, "startingPosition": value}, streaming=True)
-    assert opts.starting_position == group_at
+    assert opts.starting_position.of("orders") == group_at
 
 
 def test_every_ms_option_takes_a_duration_with_a_unit_by_one_rule():
