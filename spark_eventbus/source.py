@@ -44,7 +44,7 @@ class EventBusDataSource(DataSource):
         return output_schema(vs, fields_binary=opts.fields_binary)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from .batch_reader import EventBusBatchReader
+        from .batch_reader import EventBusBatchReader, EventBusPushdownReader
 
         settle()
         opts = parse_reader_options(self.options, streaming=False)
@@ -52,7 +52,7 @@ class EventBusDataSource(DataSource):
             raise ConfigError("option 'streamPattern' is for streaming reads "
                               "(spark.readStream); a batch read (spark.read) names its streams "
                               "with option 'stream'.")
-        return EventBusBatchReader(opts)
+        return (EventBusPushdownReader if opts.filter_pushdown else EventBusBatchReader)(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from .stream_reader import EventBusStreamReader, RefusedStreamReader

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -246,3 +247,45 @@ def test_refused_credentials_fail_at_once_without_retrying(own_redis, given):
     with pytest.raises(ConfigError, match="refused the credentials"):
         new_client(spec)
     assert int(r.info("stats")["total_connections_received"]) - before == 1
+
+
+def test_filter_pushdown_reads_only_the_range_and_returns_the_same_rows(spark, redis_server,
+                                                                        names):
+    """filterPushdown: a WHERE on timestamp, id and stream narrows what Redis returns (bytes it
+    sent, INFO stats) to the newest 1%, with the same rows as without pushdown; without the
+    option, a read works whatever the conf; with it and the conf off, Spark's own error names
+    the conf."""
+    from pyspark.sql import functions as F
+
+    r = redis_server.client()
+    a, b = f"{names['stream']}:a", f"{names['stream']}:b"
+    base = 1_700_000_000_000
+    for stream in (a, b):
+        pipe = r.pipeline(transaction=False)
+        for i in range(5_000):
+            pipe.xadd(stream, {"n": str(i), "pad": "x" * 100}, id=f"{base + i}-{i % 2}")
+        pipe.execute()
+    since = dt.datetime.fromtimestamp((base + 4_950) / 1000, dt.timezone.utc)
+    where = (F.col("timestamp") >= F.lit(since)) & F.col("stream").isin(a, "elsewhere") \
+        & (F.col("id") != f"{base + 4_999}-1")
+    conf = "spark.sql.python.filterPushdown.enabled"
+
+    def read(pushdown: bool) -> tuple[list[int], int]:
+        sent = r.info("stats")["total_net_output_bytes"]
+        df = (spark.read.format("eventbus").option("url", redis_server.url)
+              .option("stream", f"{a},{b}").option("filterPushdown", str(pushdown).lower())
+              .load().where(where))
+        rows = sorted(int(row["fields"]["n"]) for row in df.collect())
+        return rows, r.info("stats")["total_net_output_bytes"] - sent
+
+    spark.conf.set(conf, "true")
+    try:
+        narrowed, narrowed_bytes = read(True)
+        whole, whole_bytes = read(False)
+    finally:
+        spark.conf.unset(conf)
+    assert narrowed == whole == list(range(4_950, 4_999))
+    assert narrowed_bytes * 20 < whole_bytes, (narrowed_bytes, whole_bytes)  # 1% of one of two
+    assert read(False)[0] == whole  # the conf off: as ever
+    with pytest.raises(Exception, match=conf.replace(".", r"\.")):
+        read(True)
