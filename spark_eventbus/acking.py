@@ -128,7 +128,7 @@ class AckingBatchWriter:
             # (dead-lettering is scripts; acks alone are XACK and need none).
             preflight(self.spec)
             check_scripting(self.spec, "AckingBatchWriter with deadLetterStream",
-                            DEAD_LETTER_SCRIPTS)
+                            DEAD_LETTER_SCRIPTS, "acking-writer")
         df = batch_df.withColumn(_REASON, self._reason(batch_df)).persist()
         try:
             bad = df.where(F.col(_REASON).isNotNull())

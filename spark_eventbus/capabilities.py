@@ -28,7 +28,8 @@ OPTIONAL_COMMANDS = (*USED_COMMANDS, *LATER_COMMANDS)
 class Capabilities:
     """A server's family (``redis`` or ``valkey``) and version (for messages), and the
     features the connector may use: Lua scripting (Valkey can run without its Lua engine;
-    None: the user may not load scripts, so it is unknown) and which of
+    None: the server has it but the ACL user may not load scripts, or it was not probed) and
+    which of
     ``OPTIONAL_COMMANDS`` every node knows (``WAITAOF``: Redis >= 7.2 and Valkey;
     ``XACKDEL``, ``XDELEX``: Redis >= 8.2; ``XNACK``: Redis >= 8.8, not used)."""
 
@@ -73,14 +74,22 @@ DEAD_LETTER_SCRIPTS = "each chunk of malformed rows is added to the dead-letter 
 
 
 def require_scripting(caps: Capabilities, what: str, server: str,
-                      why: str = READER_SCRIPTS) -> None:
+                      why: str = READER_SCRIPTS, role: str = "streaming-reader") -> None:
     """``what`` (a part of the connector) runs Lua scripts (``why``): refuse a server without
-    them. Unknown (``has_lua`` None: the ACL user may not load scripts) is not refused."""
+    them, and a user who may not load them (``has_lua`` None), naming the ACL rule of its
+    ``role`` (``eventbus acl-rule``) — not a missing engine."""
     if caps.has_lua is False:
         raise ConfigError(
             f"{what} needs Lua scripting ({why}), but the server at {server} ({caps.display}) "
             "has no Lua engine: start it with Lua scripting enabled (Valkey: the Lua engine "
             "loaded), or use another server.")
+    if caps.has_lua is None:
+        raise ConfigError(
+            f"{what} runs Lua scripts ({why}), which the Redis ACL user may not load at "
+            f"{server} ({caps.display} has Lua; SCRIPT LOAD was refused with NOPERM). Give "
+            f"the user the rule of its role: `eventbus acl-rule --role {role} --stream "
+            "<stream>` prints it (it has +evalsha +script|load +script|exists; "
+            "docs/security.md: ACL rules).")
 
 
 def streams_too_old(server: str, told: str) -> ConfigError:

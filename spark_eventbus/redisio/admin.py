@@ -303,7 +303,7 @@ class Admin:
     def _scripts(self, command: str, why: str) -> None:
         """Before a command that runs Lua scripts changes anything: refuse a server without
         scripting, naming the command (:func:`.capabilities.check_scripting`)."""
-        check_scripting(self.spec, f"`eventbus {command}`", why)
+        check_scripting(self.spec, f"`eventbus {command}`", why, "cli")
 
     def accept_loss(self, stream: str, group: str, consumer: str | None, seq: int | None
                     ) -> list[LossRecord]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from redis.cluster import RedisCluster
+from redis.exceptions import NoPermissionError
 
 from ..capabilities import OPTIONAL_COMMANDS, Capabilities, parse_version, require_scripting
 from ..connection import ConnectionSpec
@@ -63,9 +64,10 @@ def server_capabilities(r: Redis, scripts: bool = True) -> Capabilities:
         try:
             r.script_load(_PROBE)
             has_lua = True
-        except ResponseError as exc:
-            msg = str(exc)
-            has_lua = None if msg.startswith("NOPERM") else False
+        except NoPermissionError:  # the server knows SCRIPT LOAD: the user may not run it
+            has_lua = None
+        except ResponseError:
+            has_lua = False
     return Capabilities(family, version, has_lua, frozenset(commands))
 
 
@@ -85,12 +87,12 @@ def capabilities_of(spec: ConnectionSpec, scripts: bool = True) -> Capabilities:
     return caps
 
 
-def check_scripting(spec: ConnectionSpec, what: str, why: str) -> Capabilities:
-    """At start, before ``what`` (a part that runs Lua scripts: ``why``) writes anything: refuse
-    a server without scripting (:func:`..capabilities.require_scripting`). Returns the
-    capabilities."""
+def check_scripting(spec: ConnectionSpec, what: str, why: str, role: str) -> Capabilities:
+    """At start, before ``what`` (a part that runs Lua scripts: ``why``; its ACL ``role``)
+    writes anything: refuse a server without scripting, or a user who may not load scripts
+    (:func:`..capabilities.require_scripting`). Returns the capabilities."""
     caps = capabilities_of(spec)
-    require_scripting(caps, what, spec.display, why)
+    require_scripting(caps, what, spec.display, why, role)
     return caps
 
 

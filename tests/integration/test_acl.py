@@ -299,3 +299,25 @@ def test_dlq_replay_leaves_no_pending_reference_where_the_server_and_the_user_ma
     out, left = replay(f"redis://{name}:pw@127.0.0.1:{redis_server.port}/0")
     assert left == 0 and "left the pending lists of the 1 group(s)" in out
     assert r.xlen(stream) == 7
+
+
+def test_a_user_who_may_not_load_scripts_is_told_the_rule_not_that_lua_is_missing(
+        redis_server):
+    """A read-only analytics user (``+@read +@connection``) reading with a group: the server
+    has Lua, the user may not load scripts; the refusal says so and prints the way to the
+    role's rule, before anything is created."""
+    from tests.integration.helpers import driver_reader
+
+    r = redis_server.client()
+    stream, _ = _names()
+    produce(r, stream, 3)
+    name = f"u{uuid.uuid4().hex[:8]}"
+    r.execute_command("ACL", "SETUSER", name, "on", ">pw", f"~{stream}", "+@read",
+                      "+@connection")
+    reader = driver_reader(f"redis://{name}:pw@127.0.0.1:{redis_server.port}/0", stream, "g")
+    with pytest.raises(ConfigError) as err:
+        reader.initialOffset()
+    text = str(err.value)
+    assert "may not load" in text and "eventbus acl-rule --role streaming-reader" in text, text
+    assert "no Lua engine" not in text and "pw@" not in text
+    assert r.xinfo_groups(stream) == []
