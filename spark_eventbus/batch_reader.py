@@ -53,7 +53,10 @@ class EventBusBatchReader(DataSourceReader):
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
+        if not isinstance(partition, RangePartition):
+            # no range to read (no stream, empty ranges, filters that keep nothing): Spark
+            # plans one task anyway, with its own InputPartition(None)
+            return iter(())
         return read_range(partition)
 
 

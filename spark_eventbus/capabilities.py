@@ -12,7 +12,7 @@ from .ids import is_digits
 # The commands newer than the oldest server supported that some path may use, each probed by
 # name (:mod:`.redisio.capabilities`), never inferred from a version: Valkey reports its own
 # numbers, forks and backports add commands, and a server may rename a command away.
-# WAITAOF backs option waitAof; XACKDEL (Redis >= 8.2, Valkey's next release) lets trimAcked
+# WAITAOF backs option waitAof; XACKDEL (Redis >= 8.2, Valkey's next release) lets deleteAtAck
 # delete an entry at ack time once every group has acked it; XDELEX (the same releases) lets
 # `eventbus dlq replay` delete what it moved together with the groups' references to it.
 USED_COMMANDS = ("waitaof", "xackdel", "xdelex")
@@ -84,11 +84,12 @@ def require_scripting(caps: Capabilities, what: str, server: str,
             "has no Lua engine: start it with Lua scripting enabled (Valkey: the Lua engine "
             "loaded), or use another server.")
     if caps.has_lua is None:
+        dlq = " --dlq <dead-letter stream>" if role == "acking-writer" else ""
         raise ConfigError(
             f"{what} runs Lua scripts ({why}), which the Redis ACL user may not load at "
-            f"{server} ({caps.display} has Lua; SCRIPT LOAD was refused with NOPERM). Give "
-            f"the user the rule of its role: `eventbus acl-rule --role {role} --stream "
-            "<stream>` prints it (it has +evalsha +script|load +script|exists; "
+            f"{server} ({caps.display}: SCRIPT LOAD was refused with NOPERM, an ACL refusal). "
+            f"Give the user the rule of its role: `eventbus acl-rule --role {role} --stream "
+            f"<stream>{dlq}` prints it (it has +evalsha +script|load +script|exists; "
             "docs/security.md: ACL rules).")
 
 

@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     ar.add_argument("--wait-aof", action="store_true",
                     help="add what option waitAof needs (+waitaof: Redis >= 7.2, Valkey)")
     ar.add_argument("--xackdel", action="store_true",
-                    help="add what trimAcked deletes at ack time with (+xackdel: Redis >= 8.2)")
+                    help="add what option deleteAtAck deletes with (+xackdel: Redis >= 8.2)")
     ar.add_argument("--xdelex", action="store_true",
                     help="add what dlq replay deletes pending references with (+xdelex, role "
                          "cli: Redis >= 8.2)")

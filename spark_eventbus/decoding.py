@@ -37,6 +37,7 @@ from pyspark.sql.types import (
 )
 
 from .errors import ConfigError, EntryDecodeError, printable
+from .ids import MAX_TIMESTAMP_MS as _MAX_TIMESTAMP_MS
 from .value_schema import parse_value_schema as parse_value_schema  # (its old home)
 
 log = logging.getLogger("spark_eventbus")
@@ -268,9 +269,6 @@ class ValueParser:
 
 # ---------------------------------------------------------------------------------------------
 # Arrow batches
-
-
-_MAX_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the end of Spark's range
 
 
 class BatchBuilder:

@@ -90,7 +90,7 @@ class ReaderDriver:
             # the XREAD that asks every stream for news, once now: a rule without +xread is
             # refused at start, not at the first probe that is not a full one
             probes.news(list(self.ops.values())[:1], ["0-0"])
-            if opts.trim_acked and self.capabilities.has_xackdel:
+            if opts.delete_at_ack:
                 self._delete_at_ack()
         self.lease = ConsumerLease(self.ops, opts.group, opts.consumer_name, opts.connection)
         self.prefetch = Prefetcher("eventbus-preclaim")
@@ -105,16 +105,22 @@ class ReaderDriver:
         self.last_offset: BatchOffset | None = None  # the batch latestOffset returned last
 
     def _delete_at_ack(self) -> None:
-        """trimAcked on a server with ``XACKDEL``: each ack also deletes what every group has
-        acked (``ACKED``); the trim pass still runs, for entries other consumers acked last.
-        A user whose rule lacks ``+xackdel`` keeps plain ``XACK``s (the trim pass does it all),
-        and is told once."""
+        """deleteAtAck: on a server with ``XACKDEL`` each ack also deletes what every group has
+        acked (``ACKED``). A server without it, or a user whose rule lacks ``+xackdel``, keeps
+        plain ``XACK``s (trimAcked's pass, if on, removes what every group acked), and is told
+        once."""
+        if not self.capabilities.has_xackdel:
+            log.warning("spark-eventbus: option 'deleteAtAck' has no effect on %s (%s), which "
+                        "has no XACKDEL (Redis >= 8.2): acks stay XACK; option 'trimAcked' "
+                        "removes what every group acked, every trimIntervalMs.",
+                        self.opts.connection.display, self.capabilities.display)
+            return
         if not acks.may_delete_acked(next(iter(self.ops.values()))):
-            log.warning("spark-eventbus: trimAcked: the server has XACKDEL, which deletes an "
+            log.warning("spark-eventbus: deleteAtAck: the server has XACKDEL, which deletes an "
                         "entry once every group has acked it, but the Redis user may not run "
-                        "it; acks stay XACK and the trim pass (every trimIntervalMs) removes "
-                        "what every group acked. Add +xackdel to the user's rule (`eventbus "
-                        "acl-rule --role streaming-reader --xackdel`) to delete at ack time.")
+                        "it; acks stay XACK (option 'trimAcked' removes what every group "
+                        "acked, every trimIntervalMs). Add +xackdel to the user's rule "
+                        "(`eventbus acl-rule --role streaming-reader --xackdel`).")
             return
         self.subscription.delete_acked = True
         for op in self.ops.values():

@@ -13,6 +13,9 @@ from typing import ClassVar
 from .errors import ConfigError
 
 _MAX = 2**64 - 1
+# The ``timestamp`` column's largest value (9999-12-31T23:59:59.999Z, the end of Spark's
+# range): an ID whose milliseconds are later shows this (decoding; pushdown's bounds).
+MAX_TIMESTAMP_MS = 253_402_300_799_999
 
 
 def is_digits(text: str) -> bool:

@@ -140,6 +140,12 @@ def batch_bound(side: str) -> Parser:
         value = raw.strip()
         words = {"-": "-", "earliest": "-", "+": "+", "latest": "+"}
         if value in words:
+            if words[value] != ("-" if side == "start" else "+"):
+                raise ConfigError(
+                    f"option '{name}' = {raw!r} would read nothing: a batch read "
+                    f"{'starting at the newest' if side == 'start' else 'ending at the oldest'}"
+                    f" entry's end. Use {'earliest' if side == 'start' else 'latest'} (the "
+                    "default), a stream ID or a time.")
             return words[value]
         if _ID.fullmatch(value) or is_digits(value):
             return stream_id_or()(value, name)
@@ -157,6 +163,9 @@ def timestamp_bound(side: str) -> Parser:
     def parse(raw: str, name: str) -> str:
         ms = _epoch_ms(raw.strip(), raw, name, "a timestamp, epoch milliseconds "
                        "('1700000000000') or ISO-8601 ('2026-11-22T10:00:00Z')")
+        if side == "end" and ms == 0:
+            raise ConfigError(f"option '{name}' = {raw!r} would read nothing: it excludes "
+                              "entries at or after it, and no stream ID is before 1970.")
         return f"{ms}-0" if side == "start" else f"({ms}-0"
     return parse
 
@@ -168,9 +177,14 @@ class PerStream:
 
     default: str
     named: tuple[tuple[str, str], ...] = ()
+    default_given: bool = True  # False: a JSON object without '*' (the option's default)
 
     def of(self, stream: str) -> str:
         return next((v for s, v in self.named if s == stream), self.default)
+
+    def given(self, stream: str) -> bool:
+        """Whether the user gave ``stream``'s value (by name, by ``*``, or one for all)."""
+        return self.default_given or any(s == stream for s, _ in self.named)
 
     @property
     def streams(self) -> list[str]:
@@ -203,7 +217,8 @@ def per_stream(parser: Parser, default: str) -> Parser:
                               f"names to strings or epoch milliseconds, {example}"
                               + (f"; not the value of {bad[0]!r}." if bad else "."))
         named = {k: parser(str(v), f"{name}[{k}]") for k, v in obj.items()}
-        return PerStream(named.pop("*") if "*" in named else default, tuple(named.items()))
+        star = "*" in named
+        return PerStream(named.pop("*") if star else default, tuple(named.items()), star)
     return parse
 
 

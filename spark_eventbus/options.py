@@ -146,6 +146,8 @@ OPTIONS: tuple[Option, ...] = (
            15 * 60_000,
            frozenset({STREAMING})),
     Option("trimAcked", "trim_acked", boolean, False, frozenset({STREAMING})),
+    # acks as XACKDEL … ACKED where the server has it (Redis >= 8.2): docs/redis-8.md
+    Option("deleteAtAck", "delete_at_ack", boolean, False, frozenset({STREAMING})),
     Option("trimIntervalMs", "trim_interval_ms",
            duration(0, 2**31 - 1, "it is the least time between two trims of trimAcked"),
            10_000,
@@ -361,6 +363,7 @@ class ReaderOptions(_Connected):
     trim_acked: bool = False
     trim_interval_ms: int = 10_000
     filter_pushdown: bool = False
+    delete_at_ack: bool = False
     # startingPosition given (it applies only where the group is created: said when it is not)
     starting_position_given: bool = False
 
@@ -419,6 +422,9 @@ def parse_reader_options(raw: Mapping[str, Any], *, streaming: bool, warn: bool 
         if warn and "trimintervalms" in given and not v["trim_acked"]:
             log.warning("spark-eventbus: option 'trimIntervalMs' has no effect without option "
                         "'trimAcked' = 'true'.")
+        if warn and v["delete_at_ack"] and v["ack_mode"] == "none":
+            log.warning("spark-eventbus: option 'deleteAtAck' deletes nothing with "
+                        "ackMode=none: this query acks nothing.")
         if warn and v["trim_acked"] and v["ack_mode"] == "none":
             log.warning("spark-eventbus: option 'trimAcked' trims nothing with ackMode=none: "
                         "this query's entries stay pending, and pending entries are never "
@@ -431,6 +437,16 @@ def parse_reader_options(raw: Mapping[str, Any], *, streaming: bool, warn: bool 
                                 "none is reclaimed.", spelled(key))
     _per_stream_checks(v, given, streaming)
     return ReaderOptions(**v, starting_position_given="startingposition" in given)
+
+
+def _empty_range(start: str, end: str) -> bool:
+    """Whether ``XRANGE start end`` (an ID, inclusive; ``end`` an ID, ``<ms>`` for all of that
+    millisecond, or ``(<id>`` excluding it) can hold nothing."""
+    lo = StreamId.parse(start)
+    if end.startswith("("):
+        return lo >= StreamId.parse(end[1:])
+    hi = StreamId.parse(end) if "-" in end else StreamId(int(end), StreamId.MAX.seq)
+    return lo > hi
 
 
 def _per_stream_checks(v: dict[str, Any], given: set[str], streaming: bool) -> None:
@@ -465,8 +481,7 @@ def _per_stream_checks(v: dict[str, Any], given: set[str], streaming: bool) -> N
         return
     for stream in v["streams"]:
         start, end = v["start_id"].of(stream), v["end_id"].of(stream)
-        if start not in ("-", "+") and end not in ("-", "+") and \
-                StreamId.parse(start.lstrip("(")) > StreamId.parse(end.lstrip("(")):
+        if start != "-" and end != "+" and _empty_range(start, end):
             raise ConfigError(f"the batch read's range of stream {stream!r} is empty: it starts "
                               f"at {start!r} (option 'startId' or 'startingTimestamp') after "
                               f"it ends at {end!r} ('endId' or 'endingTimestamp'); swap them "

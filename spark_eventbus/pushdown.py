@@ -8,7 +8,8 @@ filters as it would without pushdown — the rows are the same either way.
 
 * ``timestamp`` ``>``, ``>=``, ``<``, ``<=``, ``=`` (a time with a zone, as Spark passes a
   ``TIMESTAMP``): exact bounds in milliseconds (an entry's timestamp is its ID's
-  milliseconds).
+  milliseconds, up to year 9999: later IDs all show the column's largest value, so a bound
+  there reads to the end).
 * ``stream`` ``=`` / ``IN``: only those of the read's streams.
 * ``id`` ``=`` / ``IN``: from the smallest to the largest of the IDs. ``id`` is a string
   column, so ``>``/``<`` compare text ("9-0" > "10-0"): they bound the range only where the
@@ -27,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .ids import StreamId, is_digits
+from .ids import MAX_TIMESTAMP_MS, StreamId, is_digits
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _MAX_MS = StreamId.MAX.ms
@@ -59,7 +60,8 @@ class Narrowing:
         if self.lo_ms > min(self.hi_ms, _MAX_MS) or self.hi_ms < 0:
             return None
         lo = max(first, StreamId(self.lo_ms, 0), self.lo_id)
-        hi = min(last, StreamId.MAX if self.hi_ms >= _MAX_MS
+        # every ID from the column's last millisecond on shows that one as its timestamp
+        hi = min(last, StreamId.MAX if self.hi_ms >= MAX_TIMESTAMP_MS
                  else StreamId(self.hi_ms, StreamId.MAX.seq), self.hi_id)
         digits = len(str(first.ms))
         if len(str(last.ms)) == digits:  # every ID between has as many digits

@@ -53,7 +53,7 @@ class Subscription:
             if made:
                 log.info("spark-eventbus: created consumer group %r on stream %r at %s",
                          o.group, op.stream, at.of(op.stream))
-            else:
+            elif at.given(op.stream):  # a stream the option named (or '*', or all)
                 existing.append(op.stream)
             self.ops[op.stream] = op
         if existing and o.starting_position_given:

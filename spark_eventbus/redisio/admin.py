@@ -272,7 +272,8 @@ def _references(spec: ConnectionSpec, r: Redis, dlq: str) -> tuple[bool, str | N
         return False, None if not groups else (
             f"kept: {groups} group(s) read {dlq!r} and keep pending references to the moved "
             "entries: the Redis user may not run XDELEX, so they were deleted with XDEL. Add "
-            "+xdelex to its rule (`eventbus acl-rule --role cli --xdelex`)")
+            "+xdelex to its rule (`eventbus acl-rule --role cli --stream <stream> --dlq "
+            f"{dlq} --xdelex`)")
     return True, None if not groups else (
         f"deleted: the moved entries left the pending lists of the {groups} group(s) reading "
         f"{dlq!r} too (XDELEX … DELREF)")

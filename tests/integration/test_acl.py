@@ -227,9 +227,10 @@ def test_a_sink_rule_without_transactions_is_refused_at_start_naming_the_command
 
 
 
-def test_trim_acked_deletes_at_ack_time_only_where_the_user_may_run_xackdel(redis_server, caplog):
-    """On a server with XACKDEL (Redis 8.2) a streaming-reader rule without ``+xackdel`` keeps
-    plain XACKs (the trim pass does the job) and says which rule to add; with
+def test_delete_at_ack_deletes_at_ack_time_only_where_the_user_may_run_xackdel(redis_server,
+                                                                               caplog):
+    """deleteAtAck on a server with XACKDEL (Redis 8.2): a streaming-reader rule without
+    ``+xackdel`` keeps plain XACKs (trimAcked's pass does the job) and says which rule to add; with
     ``eventbus acl-rule --xackdel`` acks delete. A server without XACKDEL (Redis 7.0, Valkey
     9.1) refuses that name in ACL SETUSER, and the query acks with XACK."""
     from spark_eventbus.redisio import capabilities_of
@@ -239,7 +240,7 @@ def test_trim_acked_deletes_at_ack_time_only_where_the_user_may_run_xackdel(redi
     stream, _ = _names()
     produce(r, stream, 2)
     plain = _user(r, redis_server, "streaming-reader", [stream])
-    reader = driver_reader(plain, stream, "g", trimAcked="true")
+    reader = driver_reader(plain, stream, "g", deleteAtAck="true")
     has = capabilities_of(reader.driver.opts.connection).has_xackdel
     assert reader.driver.subscription.delete_acked is False
     assert ("may not run it" in caplog.text and "--xackdel" in caplog.text) == has
@@ -252,7 +253,7 @@ def test_trim_acked_deletes_at_ack_time_only_where_the_user_may_run_xackdel(redi
         return
     r.execute_command("ACL", "SETUSER", name, "on", ">pw", *tokens)
     allowed = driver_reader(f"redis://{name}:pw@127.0.0.1:{redis_server.port}/0", stream, "g",
-                            trimAcked="true")
+                            deleteAtAck="true")
     assert allowed.driver.subscription.delete_acked is True
     allowed.stop()
 

@@ -33,6 +33,10 @@ def test_batch_read_between_start_and_end_ids(spark, redis_server, names):
     whole = spark.read.format("eventbus").option("url", redis_server.url) \
         .option("stream", names["stream"]).load()
     assert whole.count() == 100
+    # nothing to read (a stream that does not exist): no range planned, no rows, no error
+    missing = spark.read.format("eventbus").option("url", redis_server.url) \
+        .option("stream", f"{names['stream']}:none").load()
+    assert missing.collect() == []
 
 
 def test_batch_bounds_per_stream_by_id_and_by_time(spark, redis_server, names):
@@ -255,6 +259,7 @@ def test_filter_pushdown_reads_only_the_range_and_returns_the_same_rows(spark, r
     sent, INFO stats) to the newest 1%, with the same rows as without pushdown; without the
     option, a read works whatever the conf; with it and the conf off, Spark's own error names
     the conf."""
+    from pyspark.sql import Column
     from pyspark.sql import functions as F
 
     r = redis_server.client()
@@ -270,7 +275,7 @@ def test_filter_pushdown_reads_only_the_range_and_returns_the_same_rows(spark, r
         & (F.col("id") != f"{base + 1_999}-1")
     conf = "spark.sql.python.filterPushdown.enabled"
 
-    def read(pushdown: bool) -> tuple[list[int], int]:
+    def read(pushdown: bool, where: Column = where) -> tuple[list[int], int]:
         sent = r.info("stats")["total_net_output_bytes"]
         df = (spark.read.format("eventbus").option("url", redis_server.url)
               .option("stream", f"{a},{b}").option("filterPushdown", str(pushdown).lower())
@@ -282,6 +287,9 @@ def test_filter_pushdown_reads_only_the_range_and_returns_the_same_rows(spark, r
     try:
         narrowed, narrowed_bytes = read(True)
         whole, whole_bytes = read(False)
+        # filters that keep nothing: no range planned, an empty result either way
+        nothing = F.col("timestamp") > F.lit(dt.datetime(2100, 1, 1, tzinfo=dt.timezone.utc))
+        assert read(True, nothing)[0] == read(False, nothing)[0] == []
     finally:
         spark.conf.unset(conf)
     assert narrowed == whole == list(range(1_980, 1_999))

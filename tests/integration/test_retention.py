@@ -152,21 +152,29 @@ def test_trim_acked_trims_the_acked_streams_and_every_stream_every_tenth_time(
     assert trimmed() == set(streams)
 
 
-def test_with_xackdel_acks_delete_what_every_group_acked_and_never_before(redis_server, names):
-    """trimAcked on a server with XACKDEL (Redis 8.2): three queries read one stream, each in
+def test_with_xackdel_acks_delete_what_every_group_acked_and_never_before(redis_server, names,
+                                                                         caplog):
+    """deleteAtAck on a server with XACKDEL (Redis 8.2): three queries read one stream, each in
     its own group; an entry leaves the stream exactly when the last group acks it (its ack is
     XACKDEL … ACKED), with no trim pass (trimIntervalMs: an hour). On Redis 7.0 and Valkey 9.1
-    (no XACKDEL) the acks are XACK and nothing leaves until the trim pass: the fallback."""
+    (no XACKDEL) the acks are XACK, the start says so, and nothing leaves until the trim pass:
+    the fallback. Without the option acks are XACK everywhere (trimAcked alone: the pass)."""
     from spark_eventbus.redisio import capabilities_of
 
     r = redis_server.client()
     stream = names["stream"]
     ids = produce(r, stream, 300)
+    plain = driver_reader(redis_server.url, stream, f"{names['group']}-plain", trimAcked="true")
+    assert plain.driver.subscription.delete_acked is False
+    plain.stop()
     readers = [driver_reader(redis_server.url, stream, f"{names['group']}-{k}",
-                             trimAcked="true", trimIntervalMs="1h", maxEntriesPerTrigger="100")
+                             trimAcked="true", deleteAtAck="true", trimIntervalMs="1h",
+                             maxEntriesPerTrigger="100")
                for k in range(3)]
+    r.xgroup_destroy(stream, f"{names['group']}-plain")
     deletes = capabilities_of(readers[0].driver.opts.connection).has_xackdel
     assert all(rd.driver.subscription.delete_acked == deletes for rd in readers)
+    assert ("'deleteAtAck' has no effect" in caplog.text) == (not deletes)
     starts = [rd.initialOffset() for rd in readers]
 
     def commit_one_batch(k: int) -> None:

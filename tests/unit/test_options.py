@@ -105,6 +105,18 @@ def test_batch_bounds_take_ids_words_timestamps_and_kafkas_time_options():
         bounds(endingTimestamp="soon")
     with pytest.raises(ConfigError, match=r"range of stream 's' is empty"):
         bounds(startingTimestamp="2000", endingTimestamp="1000")
+    with pytest.raises(ConfigError, match=r"range of stream 's' is empty"):
+        bounds(startingTimestamp="2000", endingTimestamp="2000")  # the end is excluded
+    # an end at a millisecond takes all of it: an ID within it is not after it
+    assert bounds(startId="1700000000000-5", endId="2023-11-14T22:13:20Z") == (
+        "1700000000000-5", "1700000000000")
+    for extra, says in [({"startId": "latest"}, r"'startId' = 'latest' would read nothing.*"
+                                                r"Use earliest"),
+                        ({"endId": "-"}, r"'endId' = '-' would read nothing.*Use latest"),
+                        ({"endingTimestamp": "1970-01-01T00:00:00Z"},
+                         r"'endingTimestamp' = .* would read nothing")]:
+        with pytest.raises(ConfigError, match=says):
+            bounds(**extra)
 
 
 def test_positions_per_stream_as_json_like_kafkas_per_partition():
@@ -115,8 +127,10 @@ def test_positions_per_stream_as_json_like_kafkas_per_partition():
     assert [at.of(s) for s in "abcd"] == [
         "1700000000000-5", f"1699999999999-{2**64 - 1}", "earliest",
         f"1699999999999-{2**64 - 1}"]  # d: the '*' value
-    assert parse_reader_options({**BASE, "startingPosition": '{"orders": 0}'},
-                                streaming=True).starting_position.of("other") == "latest"
+    one = parse_reader_options({**BASE, "startingPosition": '{"orders": 0}'},
+                               streaming=True).starting_position
+    assert (one.of("other"), one.given("other"), one.given("orders")) == ("latest", False, True)
+    assert at.given("d")  # '*' names the rest
     b = parse_reader_options({"stream": "x,y", "startId": '{"x": "5-1"}',
                               "endingTimestamp": '{"y": 9, "*": "2023-11-14T22:13:20Z"}'},
                              streaming=False)

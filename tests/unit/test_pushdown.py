@@ -18,7 +18,7 @@ from pyspark.sql.datasource import (
     Not,
 )
 
-from spark_eventbus.ids import StreamId
+from spark_eventbus.ids import MAX_TIMESTAMP_MS, StreamId
 from spark_eventbus.pushdown import Narrowing, narrowing
 
 UTC = dt.timezone.utc
@@ -37,8 +37,8 @@ def keeps(f: Any, stream: str, entry: StreamId) -> bool:
     if isinstance(f, Not):
         return not keeps(f.child, stream, entry)
     column = f.attribute[0]
-    value = {"stream": stream, "id": str(entry),
-             "timestamp": at(entry.ms * 1000)}[column]
+    value = {"stream": stream, "id": str(entry),  # the column stops at year 9999
+             "timestamp": at(min(entry.ms, MAX_TIMESTAMP_MS) * 1000)}[column]
     if isinstance(f, In):
         return value in f.value
     return bool(COMPARE[type(f)](value, f.value))
@@ -74,13 +74,17 @@ def test_streams_ids_and_what_is_not_understood():
 
 
 ids = st.builds(StreamId, st.sampled_from([0, 7, 99, 1234, 10**12, 1700000000000,
-                                           1700000000999, 10**13]) | st.integers(0, 2**45),
-                st.integers(0, 12))
+                                           1700000000999, 10**13, MAX_TIMESTAMP_MS,
+                                           MAX_TIMESTAMP_MS + 5, 2**64 - 1])
+                | st.integers(0, 2**45), st.integers(0, 12))
 id_filter = st.builds(lambda kind, i: kind(("id",), str(i)),
                       st.sampled_from(list(COMPARE)), ids) | st.builds(
     lambda i: In(("id",), tuple(str(x) for x in i)), st.lists(ids, min_size=1, max_size=3))
 time_filter = st.builds(lambda kind, us: kind(("timestamp",), at(us)),
-                        st.sampled_from(list(COMPARE)), st.integers(-10**6, 2**47))
+                        st.sampled_from(list(COMPARE)),
+                        st.integers(-10**6, 2**47) | st.sampled_from(
+                            [MAX_TIMESTAMP_MS * 1000, MAX_TIMESTAMP_MS * 1000 + 999,
+                             MAX_TIMESTAMP_MS * 1000 - 1000]))
 stream_filter = st.builds(lambda v: In(("stream",), tuple(v)),
                           st.lists(st.sampled_from("abc"), min_size=1))
 
