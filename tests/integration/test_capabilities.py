@@ -163,6 +163,6 @@ def test_capabilities_are_probed_once_per_spec_per_process(redis_server):
     before = loads()
     first = capabilities_of(spec)
     for _ in range(3):
-        assert capabilities_of(spec) == first == check_scripting(spec, "x", "y")
+        assert capabilities_of(spec) == first == check_scripting(spec, "x", "y", "cli")
     assert capabilities_of(spec, scripts=False) == first
     assert loads() == before + 1
