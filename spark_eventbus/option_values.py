@@ -177,7 +177,7 @@ class PerStream:
 
     default: str
     named: tuple[tuple[str, str], ...] = ()
-    default_given: bool = True  # False: a JSON object without '*' (the option's default)
+    default_given: bool = True  # False: the option's default (not given, or JSON without '*')
 
     def of(self, stream: str) -> str:
         return next((v for s, v in self.named if s == stream), self.default)
@@ -195,8 +195,8 @@ def per_stream(parser: Parser, default: str) -> Parser:
     """``parser`` for one value for every stream, or a JSON object of values by stream name
     (``{"orders": "earliest", "refunds": "2026-11-01T00:00:00Z", "*": "latest"}``; ``*``: the
     streams not named, else ``default``, a parsed value), like Kafka's JSON per
-    topic-partition. Which names a
-    query reads is checked once the streams are known (:func:`unread_streams`)."""
+    topic-partition. Which names a query reads is checked once the streams are known
+    (:func:`unread_streams`)."""
     def parse(raw: str, name: str) -> PerStream:
         value = raw.strip()
         if not value.startswith("{"):
@@ -218,7 +218,8 @@ def per_stream(parser: Parser, default: str) -> Parser:
                               + (f"; not the value of {bad[0]!r}." if bad else "."))
         named = {k: parser(str(v), f"{name}[{k}]") for k, v in obj.items()}
         star = "*" in named
-        return PerStream(named.pop("*") if star else default, tuple(named.items()), star)
+        return PerStream(named.pop("*") if star else default, tuple(named.items()),
+                         default_given=star)
     return parse
 
 

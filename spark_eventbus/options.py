@@ -130,7 +130,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("group", "group", optional_name, None, frozenset({STREAMING, ACKING})),
     Option("consumer", "consumer", key_name, None, frozenset({STREAMING})),
     Option("startingPosition", "starting_position", per_stream(starting_position, "latest"),
-           PerStream("latest"), frozenset({STREAMING})),
+           PerStream("latest", default_given=False), frozenset({STREAMING})),
     Option("maxEntriesPerTrigger", "max_entries_per_trigger",
            whole(1, 10_000_000, "it bounds the entries of one micro-batch"), 100_000,
            frozenset({STREAMING})),
@@ -339,7 +339,9 @@ class ReaderOptions(_Connected):
 
     streams: tuple[str, ...]
     consumer: str | None
-    starting_position: PerStream  # .of(stream): a parsed startingPosition
+    # .of(stream): a parsed startingPosition; .given(stream): whether the user gave it (it
+    # applies only where the group is created: said when it is not)
+    starting_position: PerStream
     max_entries_per_trigger: int
     num_partitions: int
     claim_min_idle_ms: int
@@ -364,8 +366,6 @@ class ReaderOptions(_Connected):
     trim_interval_ms: int = 10_000
     filter_pushdown: bool = False
     delete_at_ack: bool = False
-    # startingPosition given (it applies only where the group is created: said when it is not)
-    starting_position_given: bool = False
 
     @property
     def consumer_name(self) -> str:
@@ -436,7 +436,7 @@ def parse_reader_options(raw: Mapping[str, Any], *, streaming: bool, warn: bool 
                                 "nothing is acked, so every delivered entry stays pending and "
                                 "none is reclaimed.", spelled(key))
     _per_stream_checks(v, given, streaming)
-    return ReaderOptions(**v, starting_position_given="startingposition" in given)
+    return ReaderOptions(**v)
 
 
 def _empty_range(start: str, end: str) -> bool:

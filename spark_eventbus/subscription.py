@@ -53,10 +53,10 @@ class Subscription:
             if made:
                 log.info("spark-eventbus: created consumer group %r on stream %r at %s",
                          o.group, op.stream, at.of(op.stream))
-            elif at.given(op.stream):  # a stream the option named (or '*', or all)
+            elif at.given(op.stream):  # the user gave its position (by name, '*', or all)
                 existing.append(op.stream)
             self.ops[op.stream] = op
-        if existing and o.starting_position_given:
+        if existing:
             shown = ", ".join(repr(s) for s in existing[:5]) + (
                 f" and {len(existing) - 5} more" if len(existing) > 5 else "")
             wanted = {at.of(s) for s in existing}

@@ -20,6 +20,7 @@ def test_defaults_follow_the_design_contract():
     assert (o.claim_min_idle_ms, o.reclaim_max_entries, o.max_deliveries) == (60_000, 1000, 0)
     assert (o.ack_mode, o.fail_on_data_loss, o.starting_position.of("orders")) == (
         "commit", True, "latest")
+    assert not o.starting_position.given("orders")  # the default: nothing to warn about
     assert (o.value_field, o.fields_binary, o.start_id.of("orders"), o.end_id.of("orders")) == (
         "payload", False, "-", "+")
 
