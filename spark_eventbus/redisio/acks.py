@@ -13,13 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from redis.exceptions import NoPermissionError
-
 from ..offsets import StreamBatch
 from . import retention
 from .boundary import redis_errors
 from .group import ConsumerOps, where
-from .streams import text
+from .streams import permitted, text
 from .wire import Packed, pipeline, raise_first
 
 
@@ -49,11 +47,7 @@ def may_delete_acked(op: ConsumerOps) -> bool:
     command's arity before the user's rule, so the capability probe cannot tell): an ack of
     ``0-0``, which no group holds, acks and deletes nothing."""
     with redis_errors(f"checking that the user may run XACKDEL ({where([op])})", op.spec):
-        try:
-            op.redis.execute_command("XACKDEL", op.stream, op.group, "ACKED", "IDS", 1, "0-0")
-        except NoPermissionError:
-            return False
-    return True
+        return permitted(op.redis, "XACKDEL", op.stream, op.group, "ACKED", "IDS", 1, "0-0")
 
 
 def _acked(reply: Any) -> int:

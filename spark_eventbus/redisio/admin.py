@@ -25,7 +25,7 @@ from .group import before_first_entry, create_group_args, is_earliest, position_
 from .losses import accept_losses, loss_records
 from .probes import checked_lag
 from .retention import TrimReport, trim_acked
-from .streams import key_type, stream_exists, takes_acked_trim, text
+from .streams import key_type, permitted, stream_exists, takes_acked_trim, text
 
 _T = TypeVar("_T")
 
@@ -266,9 +266,7 @@ def _references(spec: ConnectionSpec, r: Redis, dlq: str) -> tuple[bool, str | N
             f"kept: {groups} group(s) read {dlq!r} and keep pending references to the moved "
             "entries (XDEL; the server has no XDELEX … DELREF, Redis >= 8.2); they are "
             "dropped as XAUTOCLAIM or XCLAIM meets them")
-    try:
-        r.execute_command("XDELEX", dlq, "DELREF", "IDS", 1, "0-0")
-    except NoPermissionError:
+    if not permitted(r, "XDELEX", dlq, "DELREF", "IDS", 1, "0-0"):
         return False, None if not groups else (
             f"kept: {groups} group(s) read {dlq!r} and keep pending references to the moved "
             "entries: the Redis user may not run XDELEX, so they were deleted with XDEL. Add "

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from redis.exceptions import NoPermissionError
+
 from ..connection import ConnectionSpec
 from ..errors import NotAStreamError
 from .base import Redis, ResponseError
@@ -151,5 +153,16 @@ def takes_acked_trim(r: Redis, stream: str) -> bool:
     except ResponseError as exc:
         if "syntax" not in str(exc).lower():
             raise
+        return False
+    return True
+
+
+def permitted(r: Redis, *command: Any) -> bool:
+    """Whether the ACL user may run ``command``, a call that changes nothing (an ack or a
+    deletion of ``0-0``, which no entry or group holds): a server checks a command's arity
+    before the user's rule, so the capability probe cannot tell."""
+    try:
+        r.execute_command(*command)
+    except NoPermissionError:
         return False
     return True
