@@ -11,7 +11,7 @@ and saying the fix), its default, and the modes that use it:
 * ``acking`` — :class:`~spark_eventbus.AckingBatchWriter`, whose keyword arguments are these
   names, or the same in snake_case (:func:`option_key`).
 
-Rules across options (a streaming read needs a group, ``maxDeliveries`` needs a dead-letter
+Rules across options (what needs a consumer group, ``maxDeliveries`` needs a dead-letter
 stream, …) follow the table in :func:`parse_reader_options` / :func:`parse_sink_options`.
 Unknown options fail, naming the closest option; options the mode ignores are warned about —
 never silently dropped.
@@ -396,11 +396,14 @@ def parse_reader_options(raw: Mapping[str, Any], *, streaming: bool, warn: bool 
     elif not v["streams"]:
         raise ConfigError("option 'stream' is required: name the Redis stream key to read, or "
                           "several separated by commas, e.g. .option('stream', 'orders').")
+    if "group" not in given:
+        _refuse_group_options(given)
     if streaming:
-        if v["group"] is None:
-            raise ConfigError("option 'group' is required for streaming reads: name the "
-                              "consumer group this query reads as, e.g. .option('group', "
-                              "'billing'). It is created if missing.")
+        if v["group"] is None and warn:
+            for key in ("waitreplicas", "waitaof"):
+                if key in given:
+                    log.warning("spark-eventbus: option '%s' has no effect on a read without "
+                                "a consumer group: it writes nothing to Redis.", spelled(key))
         if v["max_deliveries"] > 0 and v["dead_letter_stream"] is None:
             raise ConfigError(
                 f"option 'maxDeliveries' = {v['max_deliveries']} needs option "
@@ -437,6 +440,25 @@ def parse_reader_options(raw: Mapping[str, Any], *, streaming: bool, warn: bool 
                                 "none is reclaimed.", spelled(key))
     _per_stream_checks(v, given, streaming)
     return ReaderOptions(**v)
+
+
+# What only a read with a consumer group does: refused without option 'group' (a streaming
+# read without one keeps its positions in Spark's checkpoint and writes nothing to Redis).
+GROUP_OPTIONS = ("consumer", "ackMode", "claimMinIdleMs", "reclaimMaxEntries", "maxDeliveries",
+                 "deadLetterStream", "trimAcked", "deleteAtAck", "trimIntervalMs",
+                 "metricsProvider")
+
+
+def _refuse_group_options(given: set[str]) -> None:
+    asked = [name for name in GROUP_OPTIONS if name.lower() in given]
+    if asked:
+        listed = ", ".join(f"'{n}'" for n in asked)
+        raise ConfigError(
+            f"option{'s' if len(asked) > 1 else ''} {listed} need{'' if len(asked) > 1 else 's'}"
+            " a consumer group, and option 'group' is not given. A streaming read without a "
+            "group keeps its positions in Spark's checkpoint and writes nothing to Redis: no "
+            "acks, no reclaim, no dead letters, no consumer leases (README: two ways of "
+            f"reading). Give option 'group' to read as a consumer group, or drop {listed}.")
 
 
 def _empty_range(start: str, end: str) -> bool:

@@ -18,8 +18,9 @@ from .connection import cli_connection
 from .decoding import BatchBuilder, ValueParser, output_schema, parse_value_schema
 from .errors import DataLossError, EventBusError
 from .losses import RangeLoss, loss_message, range_loss, skip_message
-from .partitions import RangePartition, ReadSpec, SlicePartition
+from .partitions import PiecePartition, RangePartition, ReadSpec, SlicePartition
 from .planning import Slice
+from .positions import Piece
 from .redisio.replay import StreamReplay, read_ranges
 from .worker_gc import settle
 
@@ -158,3 +159,73 @@ def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     for page in StreamReplay(part.spec.conn, part.stream).pages(part.start, part.end,
                                                                 READ_PAGE):
         yield build.build(part.stream, page, None)
+
+
+def read_pieces(part: PiecePartition) -> Iterator[pa.RecordBatch]:
+    """A read without a group: each piece ``(after, last]`` of a stream, paged; small pieces
+    of a known count together in one pipelined round trip. A piece with a known count that
+    returns fewer entries lost them before this read (:func:`_handle_piece_loss`)."""
+    settle()
+    build = _builder(part.spec)
+    small: list[Piece] = []
+    size = 0
+    for piece in part.pieces:
+        if piece.expected is None or piece.expected >= READ_PAGE:
+            yield from _read_small_pieces(part, small, build)
+            small, size = [], 0
+            replay = StreamReplay(part.spec.conn, piece.stream)
+            returned = 0
+            for page in replay.pages(f"({piece.after}", piece.last, READ_PAGE):
+                returned += len(page)
+                yield build.build(piece.stream, page, None)
+            _handle_piece_loss(part.spec, piece, returned)
+            continue
+        if small and size + piece.expected > READ_PAGE:
+            yield from _read_small_pieces(part, small, build)
+            small, size = [], 0
+        small.append(piece)
+        size += piece.expected
+    yield from _read_small_pieces(part, small, build)
+
+
+def _read_small_pieces(part: PiecePartition, pieces: list[Piece], build: BatchBuilder
+                       ) -> Iterator[pa.RecordBatch]:
+    """Pieces of known counts, :data:`READ_PAGE` entries or fewer in all, in one round trip
+    (``COUNT`` one more than expected: a piece that holds more is read again in pages)."""
+    if not pieces:
+        return
+    pages = read_ranges(part.spec.conn, [(p.stream, f"({p.after}", p.last, (p.expected or 0) + 1)
+                                         for p in pieces])
+    names: list[str] = []
+    rows: list[Any] = []
+    for piece, page in zip(pieces, pages, strict=True):
+        if len(page) > (piece.expected or 0):  # more than counted: read it whole
+            page = [e for pg in StreamReplay(part.spec.conn, piece.stream).pages(
+                f"({piece.after}", piece.last, READ_PAGE) for e in pg]
+        names += [piece.stream] * len(page)
+        rows += page
+    if rows:
+        yield build.build(names, rows, None)
+    for piece, page in zip(pieces, pages, strict=True):
+        _handle_piece_loss(part.spec, piece, len(page))
+
+
+def _handle_piece_loss(spec: ReadSpec, piece: Piece, returned: int) -> None:
+    """Entries of ``piece`` that were added but are no longer in the stream (XDEL, trimming,
+    a failover to a replica that had not received them): with ``failOnDataLoss`` the task
+    fails naming them, else a warning. A read without a group records nothing in Redis."""
+    if piece.expected is None or returned >= piece.expected:
+        return
+    n = piece.expected - returned
+    message = (f"{n} {'entry' if n == 1 else 'entries'} of stream {piece.stream!r} after "
+               f"{piece.after} up to {piece.last} {'was' if n == 1 else 'were'} added but "
+               f"{'is' if n == 1 else 'are'} no longer in the stream: this read (without a "
+               f"consumer group) found {returned} of {piece.expected}. Likely causes: "
+               "trimming (MAXLEN/MINID) or XDEL before the query read them, or a failover to "
+               "a replica that had not received them.")
+    if spec.fail_on_data_loss:
+        raise DataLossError(
+            f"{message} Set option 'failOnDataLoss' to 'false' to move past such losses "
+            "(they are then logged), and keep the query ahead of the trimming "
+            "(docs/data-loss.md).")
+    log.warning("spark-eventbus: %s Moving past them (failOnDataLoss=false).", message)

@@ -13,6 +13,7 @@ from pyspark.sql.datasource import InputPartition
 from .connection import ConnectionSpec
 from .options import ReaderOptions
 from .planning import Slice
+from .positions import Piece
 
 
 @dataclass(frozen=True)
@@ -67,3 +68,16 @@ class RangePartition(InputPartition):
 
     def __repr__(self) -> str:
         return f"RangePartition({self.stream!r}, {self.start}..{self.end})"
+
+
+@dataclass(frozen=True)
+class PiecePartition(InputPartition):
+    """Streaming without a group: one task's ranges (:func:`.positions.pack_pieces`)."""
+
+    spec: ReadSpec
+    pieces: tuple[Piece, ...]
+
+    def __repr__(self) -> str:
+        shown = "; ".join(str(p) for p in self.pieces[:3]) + (
+            f" and {len(self.pieces) - 3} more" if len(self.pieces) > 3 else "")
+        return f"PiecePartition([{shown}])"

@@ -62,6 +62,10 @@ class EventBusDataSource(DataSource):
             opts = parse_reader_options(self.options, streaming=True)
         except ConfigError as exc:  # at the query's first call, without Spark's noise after it
             return RefusedStreamReader(exc)
+        if opts.group is None:  # positions in Spark's checkpoint, nothing written to Redis
+            from .position_reader import PositionStreamReader
+
+            return PositionStreamReader(opts, schema)
         return EventBusStreamReader(opts, schema)
 
     def _sink(self, schema: StructType) -> tuple[SinkOptions, EncodingPlan]:

@@ -1,0 +1,312 @@
+"""Streaming reads without a consumer group (no ``group`` option), like Spark's Kafka source:
+each stream's position lives in Spark's checkpoint (:mod:`.positions`), a batch is an ID range
+per stream read with ``XRANGE``, and nothing is written to Redis, so a read-only ACL user is
+enough (``eventbus acl-rule --role reader-without-group``).
+
+:class:`PositionStreamReader` adapts Spark's calls; :class:`PositionPlanner` (driver) decides
+where each batch ends: at each stream's last ID when the entries added since its position fit
+the batch (one ``XINFO STREAM`` per stream, nothing read), else after the first entries that
+fit, found by an ``XRANGE … COUNT`` on the driver (so a backlog larger than a batch is read
+twice: once here for its IDs, once by the tasks).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from .errors import DataLossError
+from .ids import StreamId
+from .options import ReaderOptions
+from .partition_reader import read_pieces
+from .partitions import PiecePartition, ReadSpec
+from .planning import entries_within, share_budget, should_wait
+from .positions import (
+    Position,
+    PositionOffset,
+    Step,
+    Tail,
+    after_read,
+    batch_ranges,
+    behind,
+    pack_pieces,
+    split_ranges,
+    starting_position,
+    to_tail,
+)
+from .redisio import discovery
+from .redisio.streams import entry_sizes, text
+from .redisio.tails import entries_after, tails
+
+log = logging.getLogger("spark_eventbus")
+
+# Streams listed one by one in a progress report (the most behind first).
+SHOWN_STREAMS = 100
+
+
+class PositionPlanner:
+    """The driver's side of a read without a group: which streams, and where each batch ends.
+    Holds nothing that a restart needs: the offsets say it all."""
+
+    def __init__(self, opts: ReaderOptions) -> None:
+        self.opts = opts
+        self.spec = opts.connection
+        self.names: list[str] = self._discover() if opts.stream_pattern else list(opts.streams)
+        self.discovered_at = time.monotonic()
+        # startingPosition of streams seen but in no offset yet: resolved once, kept until a
+        # batch records them ("from"), so that a quiet trigger does not move them
+        self.unrecorded: dict[str, Position] = {}
+        self.stop_at: dict[str, Position] | None = None  # Trigger.AvailableNow's ends
+        self.last_tails: dict[str, Tail | None] = {}
+        self.last_positions: dict[str, Position] = {}
+        self.planned_once = False
+        self.last_batch_at = time.monotonic()
+
+    def _discover(self) -> list[str]:
+        assert self.opts.stream_pattern is not None
+        self.discovered_at = time.monotonic()
+        return discovery.discover(self.spec, self.opts.stream_pattern)
+
+    def _rediscover(self) -> None:
+        o = self.opts
+        if o.stream_pattern is None or self.stop_at is not None or \
+                (time.monotonic() - self.discovered_at) * 1000 < o.discovery_interval_ms:
+            return
+        names = self._discover()
+        joined = sorted(set(names) - set(self.names))
+        if joined:
+            log.info("spark-eventbus: %d new streams match %r: %s", len(joined),
+                     o.stream_pattern, ", ".join(joined[:10]))
+        self.names = names
+
+    def stop_at_tails(self) -> None:
+        """``Trigger.AvailableNow``: read each stream up to its last ID now."""
+        found = tails(self.spec, self.names)
+        self.stop_at = {n: Position(t.last_id, t.added) for n, t in zip(self.names, found,
+                                                                        strict=True) if t}
+
+    def plan(self, start: dict, limit: ReadLimit) -> dict:
+        """``latestOffset``: the next batch's end offset, or ``start`` when there is nothing
+        to read."""
+        o = self.opts
+        begin = PositionOffset.from_json(start)
+        self._rediscover()
+        found = dict(zip(self.names, tails(self.spec, self.names), strict=True))
+        self.last_tails = found
+        positions: dict[str, Position] = {}
+        joined: dict[str, Position] = {}
+        for name in self.names:
+            if name in begin.streams:
+                positions[name] = self._recreated(name, begin.streams[name], found[name])
+                continue
+            if name not in self.unrecorded:
+                self.unrecorded[name] = starting_position(o.starting_position.of(name),
+                                                          found[name])
+            positions[name] = joined[name] = self.unrecorded[name]
+        if o.stream_pattern is not None:  # streams deleted under a pattern leave
+            positions = {n: p for n, p in positions.items() if found[n] is not None}
+            joined = {n: p for n, p in joined.items() if found[n] is not None}
+        self.last_positions = positions
+
+        budget: int | None = None
+        if isinstance(limit, ReadMaxRows):
+            budget = limit.max_rows
+        elif not isinstance(limit, ReadAllAvailable):
+            budget = o.max_entries_per_trigger
+        bounds = {n: self._bound(n, t) for n, t in found.items() if n in positions}
+        if self._hold_back(limit, positions, bounds):
+            return start
+        steps = self._steps(positions, bounds, found, budget)
+        ends = dict(positions)
+        for name, step in steps.items():
+            ends[name] = step.end
+        whole = frozenset(n for n, s in steps.items() if s.expected is not None
+                          and (t := found[n]) is not None and t.holes_after(positions[n].id))
+        first_plan, self.planned_once = not self.planned_once, True
+        moved = any(ends[n] != begin.streams.get(n) for n in ends)
+        if not steps and not (first_plan and moved and self.stop_at is None
+                              and not isinstance(limit, ReadAllAvailable)):
+            return start  # the very same object: Spark compares offsets as JSON text
+        # (a first plan with nothing to read returns an empty batch: Spark then starts the
+        # Python workers of the query's tasks before the first entries arrive)
+        for name in joined:
+            self.unrecorded.pop(name, None)
+        self.last_positions = ends
+        self.last_batch_at = time.monotonic()
+        return PositionOffset(ends, joined, whole).to_json()
+
+    def _recreated(self, name: str, at: Position, tail: Tail | None) -> Position:
+        """A stream whose last ID is below the query's position was deleted and created again
+        under the query: entries the query had not read went with it."""
+        if tail is None or StreamId.parse(tail.last_id) >= StreamId.parse(at.id):
+            return at
+        message = (f"stream {name!r} ends at {tail.last_id}, before this query's position "
+                   f"{at.id} in it: it was deleted and created again while the query ran, and "
+                   "entries it had not read yet may have gone with it.")
+        if self.opts.fail_on_data_loss:
+            raise DataLossError(
+                f"{message} Set option 'failOnDataLoss' to 'false' to read the new stream "
+                "from its first entry (docs/data-loss.md).")
+        log.warning("spark-eventbus: %s Reading it from its first entry "
+                    "(failOnDataLoss=false).", message)
+        return Position("0-0", 0)
+
+    def _bound(self, name: str, tail: Tail | None) -> Position | None:
+        """How far this batch may read the stream: its last ID, or under
+        ``Trigger.AvailableNow`` its last ID when the trigger began."""
+        if self.stop_at is not None:
+            return self.stop_at.get(name)
+        return None if tail is None else Position(tail.last_id, tail.added)
+
+    def _hold_back(self, limit: ReadLimit, positions: dict[str, Position],
+                   bounds: dict[str, Position | None]) -> bool:
+        """``minEntriesPerTrigger``: wait while fewer entries were added since the positions
+        (never when a count is unknown, never under ``Trigger.AvailableNow``, never past
+        ``maxTriggerDelay``)."""
+        o = self.opts
+        if o.min_entries_per_trigger is None or self.stop_at is not None \
+                or isinstance(limit, ReadAllAvailable):
+            return False
+        counts = [_gap(positions[n], b) for n, b in bounds.items()]
+        available = None if None in counts else sum(c or 0 for c in counts)
+        waited_ms = (time.monotonic() - self.last_batch_at) * 1000
+        return should_wait(o.min_entries_per_trigger, available, waited_ms,
+                           o.max_trigger_delay_ms)
+
+    def _steps(self, positions: dict[str, Position], bounds: dict[str, Position | None],
+               found: dict[str, Tail | None], budget: int | None) -> dict[str, Step]:
+        """Where each stream's part of the batch ends, within ``budget`` entries and
+        ``maxBytesPerTrigger``: shares of the budget by what each stream has, to the bound
+        where it fits, else after the entries that fit (a driver-side ``XRANGE``)."""
+        names = [n for n, b in bounds.items() if b is not None
+                 and StreamId.parse(b.id) > StreamId.parse(positions[n].id)]
+        gaps = [_gap(positions[n], bounds[n]) for n in names]
+        if budget is None:
+            grants: list[int | None] = [None] * len(names)
+        else:
+            grants = list(share_budget(budget, [budget if g is None else g for g in gaps]))
+        bytes_left = self.opts.max_bytes_per_trigger
+        steps: dict[str, Step] = {}
+        for name, gap, grant in zip(names, gaps, grants, strict=True):
+            start, bound, tail = positions[name], bounds[name], found[name]
+            assert bound is not None and tail is not None
+            if grant == 0:
+                continue
+            if bytes_left is None and gap is not None and (grant is None or gap <= grant):
+                steps[name] = to_tail(start, bound)
+                continue
+            want = grant if grant is not None else 2**31
+            got = entries_after(self.spec, name, start.id, bound.id, want)
+            cut = len(got)
+            if bytes_left is not None:
+                cut = entries_within(entry_sizes(got), bytes_left, not steps)
+                bytes_left -= sum(entry_sizes(got[:cut]))
+            if cut == 0:
+                if bytes_left is not None and bytes_left <= 0:
+                    break
+                continue
+            reached = cut == len(got) and len(got) < want
+            ids = [text(e[0]) for e in got[:cut]]
+            steps[name] = after_read(start, tail, bound, ids, reached)
+        return steps
+
+    def progress(self) -> dict[str, Any]:
+        """``reportLatestOffset``: per stream, the entries added after its position (None: not
+        known), the most behind first; totals under ``_eventbus``."""
+        rows = []
+        for name, at in self.last_positions.items():
+            tail = self.last_tails.get(name)
+            rows.append((name, behind(at, tail), at.id))
+        known = [b for _, b, _ in rows if b is not None]
+        rows.sort(key=lambda r: -(r[1] or 0))
+        out: dict[str, Any] = {name: {"entriesBehind": b, "position": at}
+                               for name, b, at in rows[:SHOWN_STREAMS]}
+        out["_eventbus"] = {
+            "group": None, "streams": len(rows),
+            "streamsNotShown": max(0, len(rows) - SHOWN_STREAMS),
+            "entriesBehind": sum(known) if len(known) == len(rows) else None,
+            "entriesBehindUnknown": len(rows) - len(known)}
+        return out
+
+
+def _gap(start: Position, bound: Position | None) -> int | None:
+    """Entries added after ``start`` up to ``bound`` (None: not known)."""
+    if bound is None or StreamId.parse(bound.id) <= StreamId.parse(start.id):
+        return 0
+    if start.added is None or bound.added is None or bound.added < start.added:
+        return None
+    return bound.added - start.added
+
+
+class PositionStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("eventbus")`` without option ``group``. Constructed cheaply
+    (Spark builds it several times, also to pickle ``read`` into tasks); Redis is first
+    touched by ``latestOffset``."""
+
+    def __init__(self, options: ReaderOptions, schema: StructType) -> None:
+        self.options = options
+        self.spec = ReadSpec.of(options)
+        self._planner: PositionPlanner | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_planner"] = None
+        return state
+
+    @property
+    def planner(self) -> PositionPlanner:
+        if self._planner is None:
+            self._planner = PositionPlanner(self.options)
+        return self._planner
+
+    def initialOffset(self) -> dict:
+        # Where each stream starts is resolved by the first latestOffset and recorded in the
+        # first batch's offset ("from"): Spark calls this again after a restart that finds no
+        # committed batch, and it must answer the same.
+        return PositionOffset().to_json()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.options.max_entries_per_trigger)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.planner.stop_at_tails()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        return self.planner.plan(start, limit)
+
+    def reportLatestOffset(self) -> dict | None:
+        return self.planner.progress()
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        if start == end:
+            return []
+        first, last = PositionOffset.from_json(start), PositionOffset.from_json(end)
+        pieces = split_ranges(batch_ranges(first, last), self.options.num_partitions,
+                              last.whole)
+        bins = pack_pieces(pieces, self.options.num_partitions)
+        if not bins:  # an empty batch (the first plan): tasks that read nothing
+            return [PiecePartition(self.spec, ()) for _ in range(self.options.num_partitions)]
+        return [PiecePartition(self.spec, b) for b in bins]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, PiecePartition)
+        return read_pieces(partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: a read without a group keeps its positions in Spark's checkpoint
+        only."""
+
+    def stop(self) -> None:
+        self._planner = None

@@ -1,0 +1,53 @@
+"""What a streaming read without a consumer group asks Redis on the driver (read-only
+commands, so that a ``+@read`` user is enough): each stream's end (``XINFO STREAM``,
+pipelined), and, where a batch must end before a stream's end, the entries after a position
+(``XRANGE (<id> <last> COUNT n``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..connection import ConnectionSpec
+from ..errors import NotAStreamError
+from ..positions import Tail
+from .boundary import redis_errors
+from .client import client
+from .streams import text, xrange
+from .wire import as_map, is_no_such_key, pipeline
+
+
+def _tail(stream: str, reply: Any, server: str) -> Tail | None:
+    if isinstance(reply, Exception):
+        if is_no_such_key(reply, or_wrong_type=False):
+            return None
+        if is_no_such_key(reply):
+            raise NotAStreamError(f"key {stream!r} is not a stream (Server: {server}); "
+                                  "spark-eventbus reads streams only. Choose another 'stream' "
+                                  "option.")
+        raise reply
+    info = {text(k): v for k, v in as_map(reply).items()}
+    first = info.get("first-entry")
+    return Tail(text(info["last-generated-id"]), int(info.get("entries-added") or 0),
+                int(info["length"]), text(first[0]) if first else None,
+                text(info.get("max-deleted-entry-id") or "0-0"))
+
+
+def tails(spec: ConnectionSpec, streams: Sequence[str]) -> list[Tail | None]:
+    """Each stream's :class:`~spark_eventbus.positions.Tail` (None: no such key), one round
+    trip per node."""
+    if not streams:
+        return []
+    shown = ", ".join(repr(s) for s in streams[:3]) + (
+        f" and {len(streams) - 3} more" if len(streams) > 3 else "")
+    with redis_errors(f"looking at the ends of streams {shown}", spec):
+        replies = pipeline(client(spec), [("XINFO", "STREAM", s) for s in streams])
+        return [_tail(s, reply, spec.display) for s, reply in zip(streams, replies,
+                                                                  strict=True)]
+
+
+def entries_after(spec: ConnectionSpec, stream: str, after: str, last: str, count: int
+                  ) -> list[Any]:
+    """At most ``count`` raw entries of ``stream`` after ``after`` up to ``last``."""
+    with redis_errors(f"finding where the next batch of stream {stream!r} ends", spec):
+        return xrange(client(spec), stream, f"({after}", last, count)

@@ -1,0 +1,177 @@
+"""Streaming reads without a consumer group (no ``group`` option): positions in Spark's
+checkpoint, nothing written to Redis, a read-only ACL user enough; losses reported."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import Counter
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import redis
+from pyspark.sql.streaming.datasource import ReadMaxRows
+
+from spark_eventbus import ConfigError, DataLossError
+from spark_eventbus.options import parse_reader_options
+from spark_eventbus.position_reader import PositionStreamReader
+from tests.integration.helpers import checkpoint, input_rows, produce
+
+pytestmark = pytest.mark.integration
+
+
+def _reader(url: str, stream: str, **extra: str) -> PositionStreamReader:
+    opts = parse_reader_options({"url": url, "stream": stream, "startingPosition": "earliest",
+                                 **extra}, streaming=True)
+    return PositionStreamReader(opts, None)  # type: ignore[arg-type]
+
+
+def _read(reader: PositionStreamReader, start: dict, end: dict) -> list[str]:
+    """The IDs the batch ``start``..``end`` holds, read as Spark's tasks read it."""
+    ids: list[str] = []
+    for part in reader.partitions(start, end):
+        for batch in reader.read(part):
+            ids += pa.Table.from_batches([batch]).column("id").to_pylist()
+    return ids
+
+
+def _read_only_user(r: redis.Redis, port: int, keys: str) -> tuple[str, str]:
+    """The issue's analytics user: ``+@read +@connection`` on ``keys``; (name, URL)."""
+    name = f"ro{uuid.uuid4().hex[:8]}"
+    r.execute_command("ACL", "SETUSER", name, "on", ">pw", f"~{keys}", "+@read",
+                      "+@connection")
+    return name, f"redis://{name}:pw@127.0.0.1:{port}/0"
+
+
+def _denied(r: redis.Redis, user: str) -> list[Any]:
+    return [e for e in r.acl_log(count=1000) if e.get("username") == user]
+
+
+def test_batches_cover_each_entry_once_within_the_budget_and_replay_the_same(redis_server):
+    """Planned on the driver, read as tasks read: batches of at most maxEntriesPerTrigger
+    over a backlog (the driver finds each end with XRANGE) and then at the stream's end (its
+    count from XINFO STREAM, nothing read); a batch read again gives the same entries."""
+    r = redis_server.client()
+    stream = f"ng:{uuid.uuid4().hex[:8]}"
+    produced = produce(r, stream, 2_500)
+    reader = _reader(redis_server.url, stream, numPartitions="3")
+    start = reader.initialOffset()
+    got: list[str] = []
+    sizes = []
+    while True:
+        end = reader.latestOffset(start, ReadMaxRows(1_000))
+        if end == start:
+            break
+        batch = _read(reader, start, end)
+        assert _read(reader, start, end) == batch  # a replay reads the very same entries
+        sizes.append(len(batch))
+        got += batch
+        start = end
+    assert sorted(got) == sorted(produced) and len(got) == len(set(got))
+    assert sizes == [1_000, 1_000, 500]
+    more = produce(r, stream, 7_000, 2_500)
+    end = reader.latestOffset(start, ReadMaxRows(10_000))  # fits: to the stream's end
+    assert sorted(_read(reader, start, end)) == sorted(more)
+    assert len(reader.partitions(start, end)) == 3  # one stream's range split in time
+    assert reader.latestOffset(end, ReadMaxRows(10_000)) is end  # nothing new: the same object
+    assert r.xinfo_groups(stream) == []
+
+
+def test_trimmed_and_deleted_entries_are_reported_as_lost(redis_server, caplog):
+    """Entries trimmed or deleted before a read without a group read them are counted
+    exactly: failOnDataLoss stops the task naming them; without it they are logged and the
+    read moves past."""
+    r = redis_server.client()
+    stream = f"ng:{uuid.uuid4().hex[:8]}"
+    produced = produce(r, stream, 1_000)
+    reader = _reader(redis_server.url, stream)
+    start = reader.initialOffset()
+    first = reader.latestOffset(start, ReadMaxRows(100))
+    r.xtrim(stream, maxlen=900, approximate=False)  # the first 100: all of the first batch
+    with pytest.raises(DataLossError, match=r"100 entries of stream .* found 0 of 100"):
+        _read(reader, start, first)
+    second = reader.latestOffset(first, ReadMaxRows(300))
+    r.xdel(stream, produced[150], produced[250])
+    with pytest.raises(DataLossError, match=r"2 entries .* found 298 of 300"):
+        _read(reader, first, second)  # planned before the 2 were deleted
+
+    lenient = _reader(redis_server.url, stream, failOnDataLoss="false")
+    with caplog.at_level(logging.WARNING, logger="spark_eventbus"):
+        assert _read(lenient, first, second) == [
+            i for i in produced[100:400] if i not in (produced[150], produced[250])]
+    assert "found 298 of 300" in caplog.text and "Moving past them" in caplog.text
+    r.xdel(stream, produced[500])
+    third = reader.latestOffset(second, ReadMaxRows(10_000))  # to the end: counted there
+    with pytest.raises(DataLossError, match="found 599 of 600"):
+        _read(reader, second, third)
+
+
+def test_options_that_need_a_group_are_refused_at_load(spark, redis_server):
+    reader = (spark.readStream.format("eventbus").option("url", redis_server.url)
+              .option("stream", "ng:x").option("ackMode", "none")
+              .option("maxDeliveries", "3"))
+    with pytest.raises(Exception, match="'ackMode', 'maxDeliveries' need a consumer group"):
+        reader.load()
+    with pytest.raises(ConfigError, match="'trimAcked' needs a consumer group"):
+        parse_reader_options({"stream": "s", "trimAcked": "true"}, streaming=True)
+
+
+def test_a_read_only_user_streams_a_pattern_exactly_once_across_a_restart(
+        spark, redis_server, tmp_path):
+    """The issue's analytics user (``+@read +@connection``) streams 50 streams by pattern
+    into parquet files with no group, stops, more arrives, and a restart from the checkpoint
+    reads exactly the rest. The server refused it nothing (ACL LOG), and nothing was written:
+    the same keys, no group."""
+    r = redis_server.client()
+    prefix = f"ro{uuid.uuid4().hex[:6]}"
+    streams = [f"{prefix}:s{i:02d}" for i in range(50)]
+    produced: list[str] = []
+    for i, s in enumerate(streams):
+        produced += [f"{s}/{x}" for x in produce(r, s, 40 + i, i * 100)]
+    user, url = _read_only_user(r, redis_server.port, f"{prefix}:*")
+    keys_before = r.dbsize()
+    out, chk = tmp_path / "out", checkpoint(tmp_path)
+
+    def run() -> Any:
+        df = (spark.readStream.format("eventbus").option("url", url)
+              .option("streamPattern", f"{prefix}:*").option("startingPosition", "earliest")
+              .option("maxEntriesPerTrigger", "700").load())
+        q = (df.select("stream", "id").writeStream.format("parquet")
+             .option("path", str(out)).option("checkpointLocation", chk)
+             .trigger(availableNow=True).start())
+        assert q.awaitTermination(300) and q.exception() is None, q.exception()
+        return q
+
+    q = run()
+    assert max(input_rows(q)) <= 700 and sum(input_rows(q)) == len(produced)
+    for i, s in enumerate(streams[::7]):
+        produced += [f"{s}/{x}" for x in produce(r, s, 30, 10_000 + i * 100)]
+    q = run()
+    assert sum(input_rows(q)) == 30 * len(streams[::7])
+    table = pq.read_table(out)
+    got = Counter(f"{s}/{i}" for s, i in zip(table.column("stream").to_pylist(),
+                                            table.column("id").to_pylist(), strict=True))
+    assert set(got) == set(produced) and max(got.values()) == 1
+    assert _denied(r, user) == []
+    assert r.dbsize() == keys_before and all(r.xinfo_groups(s) == [] for s in streams)
+
+
+def test_a_restart_before_the_first_batch_commits_replays_it_from_its_offset(redis_server):
+    """``startingPosition=latest`` is resolved once and recorded in the first batch's offset:
+    a driver that dies before the batch commits replays it from there (Spark asks
+    ``initialOffset`` again), not from a later 'latest'."""
+    r = redis_server.client()
+    stream = f"ng:{uuid.uuid4().hex[:8]}"
+    produce(r, stream, 10)
+    reader = _reader(redis_server.url, stream, startingPosition="latest")
+    start = reader.initialOffset()
+    warm = reader.latestOffset(start, ReadMaxRows(100))  # nothing yet: an empty first batch
+    assert warm != start and _read(reader, start, warm) == []
+    later = produce(r, stream, 5, 10)
+    end = reader.latestOffset(warm, ReadMaxRows(100))
+    again = _reader(redis_server.url, stream, startingPosition="latest")  # a new driver
+    assert again.initialOffset() == start
+    assert _read(again, warm, end) == later
+    assert again.latestOffset(end, ReadMaxRows(100)) == end
