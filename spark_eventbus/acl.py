@@ -41,6 +41,9 @@ ROLES: dict[str, tuple[str, ...]] = {
                          *_WAIT),
     # spark.read: XRANGE of a range, nothing written.
     "batch-reader": (*_CONNECT, "type", "xrange", "xrevrange"),
+    # spark.readStream without a group: each stream's end (XINFO STREAM), the entries where a
+    # batch ends before it (XRANGE), streamPattern's SCAN; nothing written.
+    "reader-without-group": (*_CONNECT, "xinfo|stream", "xrange", "scan"),
     # df.write / writeStream: a chunk as WATCH + MULTI/EXEC (XADD, trimming, markers); the
     # marker registry. No scripts.
     "sink": (*_CONNECT, "type", "xadd", "xtrim", "time", "sismember", "sadd", "srem",

@@ -398,6 +398,11 @@ def parse_reader_options(raw: Mapping[str, Any], *, streaming: bool, warn: bool 
                           "several separated by commas, e.g. .option('stream', 'orders').")
     if "group" not in given:
         _refuse_group_options(given)
+    elif streaming and v["group"] is None:
+        raise ConfigError("option 'group' is blank: name the consumer group this query reads "
+                          "as, e.g. .option('group', 'billing'), or leave the option out to "
+                          "read without a group (positions in Spark's checkpoint, nothing "
+                          "written to Redis; README: two ways of reading).")
     if streaming:
         if v["group"] is None and warn:
             for key in ("waitreplicas", "waitaof"):

@@ -64,6 +64,20 @@ def test_batch_reader_role(spark, redis_server):
     assert df.count() == 500
 
 
+def test_reader_without_group_role(spark, redis_server, tmp_path):
+    """A streaming read without a group: batches cut before the stream's end (XRANGE on the
+    driver) and to its end (XINFO STREAM), under exactly the role's rule."""
+    r = redis_server.client()
+    stream, _ = _names()
+    ids = produce(r, stream, 500)
+    url = _user(r, redis_server, "reader-without-group", [stream])
+    df = (spark.readStream.format("eventbus").option("url", url).option("stream", stream)
+          .option("startingPosition", "earliest").option("maxEntriesPerTrigger", "200").load())
+    rows, q = run_available_now(df, tmp_path)
+    assert sorted(row["id"] for row in rows) == sorted(ids)
+    assert [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]] == [200, 200, 100]
+
+
 def test_sink_role_routing_trimming_and_dead_letters(spark, redis_server, tmp_path):
     r = redis_server.client()
     stream, dlq = _names()

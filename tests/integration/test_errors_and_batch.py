@@ -145,9 +145,10 @@ def test_invalid_option_fails_at_load_naming_option_and_value(spark, redis_serve
 
 
 @pytest.mark.server
-def test_missing_group_fails_before_any_batch(spark, redis_server, names, tmp_path):
-    text = _start_error(spark, tmp_path, url=redis_server.url, stream=names["stream"])
-    assert "option 'group' is required for streaming reads" in text
+def test_a_blank_group_fails_before_any_batch(spark, redis_server, names, tmp_path):
+    text = _start_error(spark, tmp_path, url=redis_server.url, stream=names["stream"],
+                        group=" ")
+    assert "option 'group' is blank" in text
     assert "UnboundLocalError" not in text  # Spark's runner, had streamReader() raised
 
 

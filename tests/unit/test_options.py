@@ -37,7 +37,7 @@ def test_option_names_are_case_insensitive_and_streams_split_on_commas():
     ({"stream": "a,a"}, "names a stream twice"),
     ({"streamPattern": "tenant:*"}, "options 'stream' and 'streamPattern'"),
     ({"streamPattern": "t:*", "discoveryIntervalMs": "-1"}, "'discoveryIntervalMs' = '-1'"),
-    ({"group": " "}, "option 'group' is required for streaming reads"),
+    ({"group": " "}, "option 'group' is blank: name the consumer group"),
     ({"maxEntriesPerTrigger": "0"}, "'maxEntriesPerTrigger' = '0' is invalid"),
     ({"numPartitions": "2.5"}, "'numPartitions' = '2.5' is invalid"),
     ({"reclaimMaxEntries": "1000001"}, "'reclaimMaxEntries' = '1000001' is invalid"),
@@ -59,6 +59,16 @@ def test_option_names_are_case_insensitive_and_streams_split_on_commas():
 def test_invalid_values_name_the_option_and_the_fix(extra, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         parse_reader_options({**BASE, **extra}, streaming=True)
+
+
+def test_without_a_group_options_that_need_one_are_refused_in_both_modes():
+    for streaming in (True, False):
+        with pytest.raises(ConfigError, match="options 'consumer', 'ackMode' need a consumer "
+                           "group, and option 'group' is not given"):
+            parse_reader_options({"stream": "s", "ackMode": "none", "consumer": "c"},
+                                 streaming=streaming)
+    o = parse_reader_options({"stream": "s", "failOnDataLoss": "false"}, streaming=True)
+    assert o.group is None and not o.fail_on_data_loss
 
 
 def test_a_stream_pattern_replaces_the_stream_list():

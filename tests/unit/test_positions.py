@@ -1,0 +1,109 @@
+"""Reads without a group, pure parts: offsets, starting positions, batch ends, pieces."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spark_eventbus.errors import EventBusError
+from spark_eventbus.ids import StreamId
+from spark_eventbus.offsets import BatchOffset
+from spark_eventbus.positions import (
+    MIN_SPLIT,
+    Position,
+    PositionOffset,
+    Tail,
+    after_read,
+    batch_ranges,
+    behind,
+    pack_pieces,
+    split_ranges,
+    starting_position,
+    to_tail,
+)
+
+# 10 entries 100-0..109-0 added, the first 3 trimmed: 103-0..109-0 held
+TRIMMED = Tail("109-0", 10, 7, "103-0", "102-0")
+
+
+def test_offsets_round_trip_with_a_fixed_key_order_and_refuse_a_group_readers():
+    o = PositionOffset({"b": Position("5-0", 3), "a": Position("7-1")},
+                       {"a": Position("0-0", 0)}, frozenset({"b"}))
+    data = o.to_json()
+    assert list(data["streams"]) == ["a", "b"] and data["streams"]["a"] == "7-1"
+    assert PositionOffset.from_json(data) == o
+    assert PositionOffset().to_json() == {"v": 1, "kind": "positions", "streams": {}}
+    with pytest.raises(EventBusError, match="new checkpointLocation"):
+        PositionOffset.from_json(BatchOffset("run", 1, {}).to_json())
+
+
+@pytest.mark.parametrize(("position", "tail", "expected"), [
+    ("latest", None, Position("0-0", 0)),  # a stream not there yet: all of it, when it comes
+    ("earliest", None, Position("0-0", 0)),
+    ("5-0", None, Position("5-0", None)),
+    ("latest", TRIMMED, Position("109-0", 10)),
+    ("earliest", TRIMMED, Position("102-18446744073709551615", 3)),  # trimmed ones not lost
+    ("101-0", TRIMMED, Position("101-0", 3)),  # before the first entry held
+    ("105-0", TRIMMED, Position("105-0", None)),  # inside: known again at the end
+    ("200-0", TRIMMED, Position("200-0", 10)),
+    ("earliest", Tail("9-0", 4, 0, None, "9-0"), Position("9-0", 4)),  # emptied stream
+])
+def test_where_a_stream_starts(position, tail, expected):
+    assert starting_position(position, tail) == expected
+
+
+def test_a_batch_to_the_end_knows_its_count():
+    assert to_tail(Position("103-0", 4), Position("109-0", 10)).expected == 6
+    assert to_tail(Position("105-0", None), Position("109-0", 10)).expected is None
+    assert behind(Position("105-0", 6), TRIMMED) == 4
+    assert behind(Position("105-0", None), TRIMMED) is None and behind(Position("1-0"), None) == 0
+
+
+def test_a_batch_cut_before_the_end_counts_only_where_counts_follow_positions():
+    bound = Position("109-0", 10)
+    clean = Tail("109-0", 10, 10, "100-0", "0-0")
+    step = after_read(Position("101-0", 2), clean, bound, ["102-0", "103-0"], False)
+    assert step.end == Position("103-0", 4) and step.expected == 2
+    # trimmed past the position: the trimmed entries are counted as expected (then lost)
+    step = after_read(Position("100-0", 1), TRIMMED, bound, ["103-0", "104-0"], False)
+    assert step.end == Position("104-0", 5) and step.expected == 4
+    # a hole after the position inside what is held: not known until the end
+    holed = Tail("109-0", 10, 9, "100-0", "104-0")
+    assert after_read(Position("101-0", 2), holed, bound, ["102-0"], False).expected is None
+    assert after_read(Position("101-0", 2), holed, bound, ["102-0"], True).end == bound
+
+
+def test_batch_ranges_start_where_a_stream_joined_and_skip_a_recreated_one():
+    start = PositionOffset({"a": Position("5-0", 5), "c": Position("9-0", 9)})
+    end = PositionOffset({"a": Position("8-0", 8), "b": Position("4-0", 4),
+                          "c": Position("2-0", 0), "d": Position("1-0", 1)},
+                         {"b": Position("1-0", 1), "d": Position("1-0", 1)})
+    assert batch_ranges(start, end) == [("a", Position("5-0", 5), Position("8-0", 8)),
+                                        ("b", Position("1-0", 1), Position("4-0", 4))]
+
+
+@given(st.integers(0, 10**6), st.integers(1, 10**6), st.integers(1, 8),
+       st.integers(MIN_SPLIT, 10**6))
+def test_split_pieces_cover_the_range_exactly_in_order(lo, span, parts, count):
+    first, last = Position(f"{lo}-3", 0), Position(f"{lo + span}-7", count)
+    pieces = split_ranges([("s", first, last)], parts)
+    assert pieces[0].after == first.id and pieces[-1].last == last.id
+    for a, b in zip(pieces, pieces[1:], strict=False):
+        assert a.last == b.after and StreamId.parse(a.after) < StreamId.parse(a.last)
+    assert len(pieces) <= parts
+    # counts per piece only when the range is one piece
+    assert all(p.expected is None for p in pieces) or pieces[0].expected == count
+
+
+def test_small_or_whole_ranges_stay_one_piece_and_tasks_pack_by_weight():
+    r = ("s", Position("1-0", 0), Position("9000-0", MIN_SPLIT))
+    assert len(split_ranges([r], 4)) == 4
+    assert len(split_ranges([r], 4, frozenset({"s"}))) == 1  # read whole: the count checks
+    small = ("t", Position("1-0", 0), Position("9000-0", MIN_SPLIT - 1))
+    assert [p.expected for p in split_ranges([small], 4)] == [MIN_SPLIT - 1]
+    many = [(f"s{i}", Position("1-0", 0), Position("5-0", w)) for i, w in
+            enumerate([50, 40, 30, 20, 10])]
+    bins = pack_pieces(split_ranges(many, 2), 2)
+    assert [sum(p.weight for p in b) for b in bins] == [80, 70]
+    assert bins == pack_pieces(split_ranges(many, 2), 2)  # deterministic
