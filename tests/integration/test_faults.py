@@ -36,12 +36,13 @@ JOB = Path(__file__).parent / "jobs" / "kill_target.py"
 
 def test_driver_sigkill_and_restart_replays_exactly_and_the_sink_writes_exactly_once(
         redis_server, names, tmp_path):
-    """Two driver processes, killed with SIGKILL together twice at random moments inside
+    """Three driver processes, killed with SIGKILL together twice at random moments inside
     batches and restarted from their checkpoints each time, then run to the end
     (AvailableNow), one query each: 40 streams read in packed partitions into parquet
     (at-least-once: nothing lost, a replayed batch is the same batch under the same batch ID,
-    duplicates bounded by the batches in flight) and one stream of 6,000 copied through the
-    eventbus sink (exactly once). Nothing stays pending in either group."""
+    duplicates bounded by the batches in flight), one stream of 6,000 copied through the
+    eventbus sink (exactly once), and the 40 streams read without a group into Spark's parquet
+    file sink (exactly once). Nothing stays pending in either group."""
     r = redis_server.client()
     streams, produced = [f"{names['stream']}-{i:03d}" for i in range(40)], set()
     for i, name in enumerate(streams):
@@ -54,9 +55,10 @@ def test_driver_sigkill_and_restart_replays_exactly_and_the_sink_writes_exactly_
             "--group", names["group"], "--out", str(out), "--source", source, "--target",
             target, "--checkpoint", str(chk), "--max-entries", str(max_entries)]
     kills = 2  # each a new Spark driver (~15 s); `make soak` runs 27 faults
-    queries = [[*base, "--query", "consume"], [*base, "--query", "copy"]]
-    kill_and_restart(queries, [chk / "consume", chk / "copy"], tmp_path, kills, seed=7,
-                     batches=[len(produced) // max_entries, len(copied_ids) // max_entries])
+    queries = [[*base, "--query", q] for q in ("consume", "copy", "positions")]
+    kill_and_restart(queries, [chk / q[-1] for q in queries], tmp_path, kills, seed=7,
+                     batches=[len(produced) // max_entries, len(copied_ids) // max_entries,
+                              len(produced) // max_entries])
     finals = [subprocess.Popen([*q, "--available-now"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE) for q in queries]
     for final in finals:
@@ -76,6 +78,11 @@ def test_driver_sigkill_and_restart_replays_exactly_and_the_sink_writes_exactly_
     duplicates = sum(n - 1 for n in Counter(got).values())
     assert duplicates <= kills * max_entries, duplicates
     assert all(pending(r, s, names["group"]) == 0 for s in streams)
+    # the reader without a group, into parquet files: each entry exactly once
+    table = pq.read_table(f"{out}-positions")
+    read = Counter(f"{s}/{i}" for s, i in zip(table.column("stream").to_pylist(),
+                                             table.column("id").to_pylist(), strict=True))
+    assert set(read) == produced and max(read.values()) == 1
     # the reader and the sink, into a stream: each entry exactly once
     copied = Counter(f[b"src"].decode() for _, f in r.xrange(target))
     assert set(copied) == set(copied_ids), "a row is missing"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -89,7 +91,7 @@ def test_split_pieces_cover_the_range_exactly_in_order(lo, span, parts, count):
     first, last = Position(f"{lo}-3", 0), Position(f"{lo + span}-7", count)
     pieces = split_ranges([("s", first, last)], parts)
     assert pieces[0].after == first.id and pieces[-1].last == last.id
-    for a, b in zip(pieces, pieces[1:], strict=False):
+    for a, b in itertools.pairwise(pieces):
         assert a.last == b.after and StreamId.parse(a.after) < StreamId.parse(a.last)
     assert len(pieces) <= parts
     # counts per piece only when the range is one piece

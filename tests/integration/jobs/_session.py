@@ -26,10 +26,11 @@ def session() -> Any:
 
 
 def events(spark: Any, url: str, stream: str, group: str, max_entries: str) -> Any:
-    return (spark.readStream.format("eventbus").option("url", url)
-            .option("stream", stream).option("group", group)
-            .option("startingPosition", "earliest")
-            .option("maxEntriesPerTrigger", max_entries).load())
+    """The eventbus source; ``group`` empty: a read without a group."""
+    reader = (spark.readStream.format("eventbus").option("url", url)
+              .option("stream", stream).option("startingPosition", "earliest")
+              .option("maxEntriesPerTrigger", max_entries))
+    return (reader.option("group", group) if group else reader).load()
 
 
 def run(writer: Any, available_now: bool) -> None:

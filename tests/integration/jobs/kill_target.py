@@ -8,7 +8,9 @@ is Spark's, not the connector's, so the test kills two driver processes instead 
   ID: the reader's at-least-once bound and its exact replay are visible, not hidden by an
   exactly-once sink;
 - ``copy``: one stream read through another consumer group and written with the eventbus sink
-  to another stream, each entry tagged with its source ID (``src``): the sink's exactly-once.
+  to another stream, each entry tagged with its source ID (``src``): the sink's exactly-once;
+- ``positions``: the streams of ``consume`` read without a group (positions in the checkpoint)
+  into Spark's parquet file sink: exactly once across the kills.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     for name in ("url", "streams", "group", "out", "source", "target", "checkpoint"):
         ap.add_argument(f"--{name}", required=True)
-    ap.add_argument("--query", choices=("consume", "copy"), required=True)
+    ap.add_argument("--query", choices=("consume", "copy", "positions"), required=True)
     ap.add_argument("--max-entries", default="500")
     ap.add_argument("--available-now", action="store_true")
     args = ap.parse_args()
@@ -37,6 +39,10 @@ def main() -> None:
     if args.query == "consume":
         writer = events(spark, args.url, args.streams, args.group, args.max_entries) \
             .writeStream.foreachBatch(write)
+    elif args.query == "positions":
+        writer = events(spark, args.url, args.streams, "", args.max_entries) \
+            .select("stream", "id").writeStream.format("parquet") \
+            .option("path", f"{args.out}-positions")
     else:
         copied = events(spark, args.url, args.source, args.group + "-copy", args.max_entries)
         writer = copied.select(F.map_concat("fields", F.create_map(F.lit("src"), "id"))
