@@ -32,7 +32,7 @@ from .ids import StreamId
 from .options import ReaderOptions
 from .partition_reader import read_pieces
 from .partitions import PiecePartition, ReadSpec
-from .planning import entries_within, share_budget, should_wait
+from .planning import MAX_CLAIM_CHUNK, entries_within, share_budget, should_wait
 from .positions import (
     Position,
     PositionOffset,
@@ -54,6 +54,9 @@ log = logging.getLogger("spark_eventbus")
 
 # Streams listed one by one in a progress report (the most behind first).
 SHOWN_STREAMS = 100
+# With maxBytesPerTrigger and no entry bound (Trigger.AvailableNow's ReadAllAvailable): the
+# most entries sized for one stream in one batch (the rest goes to the next batch).
+SIZING_READ = 100_000
 
 
 class PositionPlanner:
@@ -107,9 +110,13 @@ class PositionPlanner:
         self.last_tails = found
         positions: dict[str, Position] = {}
         joined: dict[str, Position] = {}
+        reset = False  # a stream deleted and created again: read again from its start
         for name in self.names:
             if name in begin.streams:
-                positions[name] = self._recreated(name, begin.streams[name], found[name])
+                positions[name] = begin.streams[name]
+                if self._recreated(name, begin.streams[name], found[name]):
+                    positions[name] = joined[name] = Position("0-0", 0)
+                    reset = True
                 continue
             if name not in self.unrecorded:
                 self.unrecorded[name] = starting_position(o.starting_position.of(name),
@@ -136,8 +143,8 @@ class PositionPlanner:
                           and (t := found[n]) is not None and t.holes_after(positions[n].id))
         first_plan, self.planned_once = not self.planned_once, True
         moved = any(ends[n] != begin.streams.get(n) for n in ends)
-        if not steps and not (first_plan and moved and self.stop_at is None
-                              and not isinstance(limit, ReadAllAvailable)):
+        if not steps and not reset and not (first_plan and moved and self.stop_at is None
+                                            and not isinstance(limit, ReadAllAvailable)):
             return start  # the very same object: Spark compares offsets as JSON text
         # (a first plan with nothing to read returns an empty batch: Spark then starts the
         # Python workers of the query's tasks before the first entries arrive)
@@ -147,21 +154,25 @@ class PositionPlanner:
         self.last_batch_at = time.monotonic()
         return PositionOffset(ends, joined, whole).to_json()
 
-    def _recreated(self, name: str, at: Position, tail: Tail | None) -> Position:
-        """A stream whose last ID is below the query's position was deleted and created again
-        under the query: entries the query had not read went with it."""
-        if tail is None or StreamId.parse(tail.last_id) >= StreamId.parse(at.id):
-            return at
-        message = (f"stream {name!r} ends at {tail.last_id}, before this query's position "
-                   f"{at.id} in it: it was deleted and created again while the query ran, and "
-                   "entries it had not read yet may have gone with it.")
+    def _recreated(self, name: str, at: Position, tail: Tail | None) -> bool:
+        """A stream whose last ID is below the query's position, or whose entries-added count is
+        below the position's, was deleted and created again under the query: entries the query
+        had not read went with it."""
+        if tail is None or (StreamId.parse(tail.last_id) >= StreamId.parse(at.id)
+                            and (at.added is None or tail.added >= at.added)):
+            return False
+        known = "" if at.added is None else f", {at.added} added"
+        message = (f"stream {name!r} (last ID {tail.last_id}, {tail.added} entries added) is "
+                   f"behind this query's position in it ({at.id}{known}): it was deleted and "
+                   "created again while the query ran, and entries it had not read yet may "
+                   "have gone with it.")
         if self.opts.fail_on_data_loss:
             raise DataLossError(
                 f"{message} Set option 'failOnDataLoss' to 'false' to read the new stream "
                 "from its first entry (docs/data-loss.md).")
         log.warning("spark-eventbus: %s Reading it from its first entry "
                     "(failOnDataLoss=false).", message)
-        return Position("0-0", 0)
+        return True
 
     def _bound(self, name: str, tail: Tail | None) -> Position | None:
         """How far this batch may read the stream: its last ID, or under
@@ -204,22 +215,28 @@ class PositionPlanner:
             assert bound is not None and tail is not None
             if grant == 0:
                 continue
-            if bytes_left is None and gap is not None and (grant is None or gap <= grant):
-                steps[name] = to_tail(start, bound)
+            if bytes_left is None and (grant is None or (gap is not None and gap <= grant)):
+                steps[name] = to_tail(start, bound)  # nothing read here
                 continue
-            want = grant if grant is not None else 2**31
-            got = entries_after(self.spec, name, start.id, bound.id, want)
-            cut = len(got)
-            if bytes_left is not None:
-                cut = entries_within(entry_sizes(got), bytes_left, not steps)
-                bytes_left -= sum(entry_sizes(got[:cut]))
-            if cut == 0:
+            want = grant if grant is not None else SIZING_READ
+            ids: list[str] = []
+            full = True  # every entry read so far is in the batch
+            for page in entries_after(self.spec, name, start.id, bound.id, want,
+                                      MAX_CLAIM_CHUNK):
+                cut = len(page)
+                if bytes_left is not None:
+                    sizes = entry_sizes(page)
+                    cut = entries_within(sizes, bytes_left, not steps and not ids)
+                    bytes_left -= sum(sizes[:cut])
+                ids += [text(e[0]) for e in page[:cut]]
+                if cut < len(page):
+                    full = False
+                    break
+            if not ids:
                 if bytes_left is not None and bytes_left <= 0:
                     break
                 continue
-            reached = cut == len(got) and len(got) < want
-            ids = [text(e[0]) for e in got[:cut]]
-            steps[name] = after_read(start, tail, bound, ids, reached)
+            steps[name] = after_read(start, tail, bound, ids, full and len(ids) < want)
         return steps
 
     def progress(self) -> dict[str, Any]:

@@ -12,9 +12,10 @@ own consumer groups)::
      "from": {"refunds": "0-0 0"}}
 
 ``from`` holds where the streams that joined in this batch start (``startingPosition``
-resolved once, when the stream was first seen), so a batch is fully described by its two
-offsets: for each stream, ``(start, end]`` — and replays read exactly that, since no entry can
-be added at or below a stream's last ID.
+resolved once, when the stream was first seen; ``0-0`` for a stream deleted and created again
+under the query), so a batch is fully described by its two offsets: for each stream,
+``(start, end]`` — and replays read exactly that, since no entry can be added at or below a
+stream's last ID.
 
 The count makes losses visible without writing anything: between two positions whose counts
 are known, ``end.added - start.added`` entries were added; a task that reads fewer found
@@ -203,16 +204,15 @@ class Piece:
 
 def batch_ranges(start: PositionOffset, end: PositionOffset
                  ) -> list[tuple[str, Position, Position]]:
-    """Each stream's ``(start, end)`` in the batch between two offsets, streams in name order;
-    streams with nothing to read are left out."""
+    """Each stream's ``(start, end)`` in the batch between two offsets (a stream in the end's
+    ``from`` starts there), streams in name order; streams with nothing to read are left out."""
     out = []
     for name in sorted(end.streams):
         to = end.streams[name]
-        begin = start.streams.get(name) or end.joined.get(name)
-        if begin is None or begin.id == to.id:
+        # "from" first: a stream that joined, or was created again under the query, starts there
+        begin = end.joined.get(name) or start.streams.get(name)
+        if begin is None or StreamId.parse(to.id) <= StreamId.parse(begin.id):
             continue
-        if StreamId.parse(to.id) < StreamId.parse(begin.id):
-            continue  # a stream recreated under the query starts again: nothing to read here
         out.append((name, begin, to))
     return out
 

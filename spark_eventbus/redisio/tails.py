@@ -5,7 +5,7 @@ pipelined), and, where a batch must end before a stream's end, the entries after
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..connection import ConnectionSpec
@@ -46,8 +46,18 @@ def tails(spec: ConnectionSpec, streams: Sequence[str]) -> list[Tail | None]:
                                                                   strict=True)]
 
 
-def entries_after(spec: ConnectionSpec, stream: str, after: str, last: str, count: int
-                  ) -> list[Any]:
-    """At most ``count`` raw entries of ``stream`` after ``after`` up to ``last``."""
+def entries_after(spec: ConnectionSpec, stream: str, after: str, last: str, count: int,
+                  page: int) -> Iterator[list[Any]]:
+    """At most ``count`` raw entries of ``stream`` after ``after`` up to ``last``, in pages of
+    at most ``page`` (each call bounded: no long command on the server)."""
     with redis_errors(f"finding where the next batch of stream {stream!r} ends", spec):
-        return xrange(client(spec), stream, f"({after}", last, count)
+        r = client(spec)
+        lo, left = f"({after}", count
+        while left > 0:
+            got = xrange(r, stream, lo, last, min(page, left))
+            if got:
+                yield got
+            if len(got) < min(page, left):
+                return
+            left -= len(got)
+            lo = f"({text(got[-1][0])}"

@@ -108,6 +108,30 @@ def test_trimmed_and_deleted_entries_are_reported_as_lost(redis_server, caplog):
         _read(reader, second, third)
 
 
+def test_a_stream_created_again_under_the_query_is_reported_then_read_from_its_start(
+        redis_server, caplog):
+    """Deleted and created again: with lower IDs, or higher IDs but fewer entries added."""
+    r = redis_server.client()
+    stream = f"ng:{uuid.uuid4().hex[:8]}"
+    produce(r, stream, 10)
+    reader = _reader(redis_server.url, stream)
+    start = reader.initialOffset()
+    read = reader.latestOffset(start, ReadMaxRows(100))
+    r.delete(stream)
+    lower = [r.xadd(stream, {"n": str(i)}, id=f"1-{i}").decode() for i in range(1, 4)]
+    with pytest.raises(DataLossError, match="deleted and created again"):
+        reader.latestOffset(read, ReadMaxRows(100))
+    lenient = _reader(redis_server.url, stream, failOnDataLoss="false")
+    with caplog.at_level(logging.WARNING, logger="spark_eventbus"):
+        again = lenient.latestOffset(read, ReadMaxRows(100))
+    assert "Reading it from its first entry" in caplog.text
+    assert _read(lenient, read, again) == lower
+    r.delete(stream)
+    higher = produce(r, stream, 2)  # IDs above the position, 2 entries added against 3
+    third = lenient.latestOffset(again, ReadMaxRows(100))
+    assert _read(lenient, again, third) == higher
+
+
 def test_options_that_need_a_group_are_refused_at_load(spark, redis_server):
     reader = (spark.readStream.format("eventbus").option("url", redis_server.url)
               .option("stream", "ng:x").option("ackMode", "none")

@@ -76,13 +76,15 @@ def test_a_batch_cut_before_the_end_counts_only_where_counts_follow_positions():
     assert after_read(Position("101-0", 2), holed, bound, ["102-0"], True).end == bound
 
 
-def test_batch_ranges_start_where_a_stream_joined_and_skip_a_recreated_one():
+def test_batch_ranges_start_where_a_stream_joined_or_started_again():
     start = PositionOffset({"a": Position("5-0", 5), "c": Position("9-0", 9)})
     end = PositionOffset({"a": Position("8-0", 8), "b": Position("4-0", 4),
-                          "c": Position("2-0", 0), "d": Position("1-0", 1)},
-                         {"b": Position("1-0", 1), "d": Position("1-0", 1)})
+                          "c": Position("12-0", 2), "d": Position("1-0", 1)},
+                         {"b": Position("1-0", 1), "c": Position("0-0", 0),
+                          "d": Position("1-0", 1)})
     assert batch_ranges(start, end) == [("a", Position("5-0", 5), Position("8-0", 8)),
-                                        ("b", Position("1-0", 1), Position("4-0", 4))]
+                                        ("b", Position("1-0", 1), Position("4-0", 4)),
+                                        ("c", Position("0-0", 0), Position("12-0", 2))]
 
 
 @given(st.integers(0, 10**6), st.integers(1, 10**6), st.integers(1, 8),
