@@ -22,11 +22,17 @@
    also with deleteAtAck (``XACKDEL … ACKED`` at each ack), the stream length after, and the
    idempotent sink; ratios 8.2 / 7.0.
 
+10. Reading without a group (:func:`bench_nogroup`): the same N entries read by the reader
+   without a consumer group (at 100,000 per trigger, where the driver finds each batch's end
+   with XRANGE, and in one batch to the stream's end), by the group reader, by a plain
+   XREADGROUP + XACK loop and by a plain XRANGE loop: rows/s and Redis CPU per entry,
+   interleaved runs, medians.
+
 9. Filter pushdown (:func:`bench_pushdown`): a batch read of the newest 1% of N entries by
    ``timestamp`` with option filterPushdown on and off: time, Redis CPU, bytes Redis sent.
 
 Usage: python bench/bench.py [--entries N]
-          [--only reader|latency|sink|cluster|replicas|trim|servers|pushdown|many]
+          [--only reader|latency|sink|cluster|replicas|trim|servers|pushdown|many|nogroup]
 """
 
 from __future__ import annotations
@@ -111,8 +117,10 @@ def source_df(spark: Any, source: str, url: str, stream: str, group: str, per_tr
         reader = reader.option("trimAcked", "true").option("trimIntervalMs", "1000")
     if "deleteatack" in flags:  # deleteAtAck: XACKDEL … ACKED where the server has it
         reader = reader.option("deleteAtAck", "true")
+    if "nogroup" not in flags:  # nogroup: a read without a consumer group (bench_nogroup)
+        reader = reader.option("group", group)
     return (reader.option("url", url)
-            .option("stream", stream).option("group", group)
+            .option("stream", stream)
             .option("startingPosition", "earliest")
             .option("maxEntriesPerTrigger", str(per_trigger))
             .option("numPartitions", str(partitions)).load())
@@ -1059,6 +1067,68 @@ def bench_reader(r: redis.Redis, port: int, n: int) -> None:
           f"{big['worker_peak_rss_mb'] / small['worker_peak_rss_mb']:.2f}")
 
 
+def plain_xrange(r: redis.Redis, n: int) -> float:
+    """A plain redis-py loop reading the stream with XRANGE COUNT 1000 (what a reader without
+    a group does, with nothing around it): rows/s."""
+    got, lo = 0, "-"
+    start = time.perf_counter()
+    while True:
+        page = r.xrange(STREAM, lo, "+", count=1000)
+        if not page:
+            break
+        got += len(page)
+        last = page[-1][0]
+        lo = "(" + (last.decode() if isinstance(last, bytes) else str(last))
+    elapsed = time.perf_counter() - start
+    assert got == n, got
+    return n / elapsed
+
+
+NOGROUP_RUNS = 3
+
+
+def bench_nogroup(r: redis.Redis, port: int, n: int) -> None:
+    """The reader without a group against the group reader and the plain loops, same data,
+    same run: each configuration :data:`NOGROUP_RUNS` times, interleaved, each in a fresh
+    driver; medians of rows/s and of Redis CPU per entry."""
+    produce(r, n)
+    produce(r, WARMUP_ENTRIES, WARMUP)
+    url = f"redis://127.0.0.1:{port}/0"
+    configs = {"without a group, 100,000 per trigger": ("eventbus+nogroup", 100_000),
+               "without a group, one batch": ("eventbus+nogroup", 10_000_000),
+               "with a group, 100,000 per trigger": ("eventbus", 100_000)}
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in [*configs, "XREADGROUP + XACK loop",
+                                                             "XRANGE loop"]}
+    for k in range(NOGROUP_RUNS):
+        for name, (source, per_trigger) in configs.items():
+            res = reader_subprocess(url, STREAM, f"g{k}-{per_trigger}", per_trigger, source)
+            assert res["rows"] == n, (name, res)
+            runs[name].append(res)
+        cpu0 = redis_cpu(r)
+        rate = baseline(r, n, f"baseline-{k}")
+        runs["XREADGROUP + XACK loop"].append(
+            {"rows_per_s": rate, "redis_cpu_us": (redis_cpu(r) - cpu0) / n * 1e6})
+        cpu0 = redis_cpu(r)
+        rate = plain_xrange(r, n)
+        runs["XRANGE loop"].append(
+            {"rows_per_s": rate, "redis_cpu_us": (redis_cpu(r) - cpu0) / n * 1e6})
+        print(f"round {k + 1}: " + "; ".join(
+            f"{name} {v[-1]['rows_per_s']:,.0f} rows/s {v[-1]['redis_cpu_us']:.2f} us"
+            for name, v in runs.items()), flush=True)
+    medians = {name: {"rows_per_s": statistics.median(x["rows_per_s"] for x in v),
+                      "redis_cpu_us": statistics.median(x["redis_cpu_us"] for x in v)}
+               for name, v in runs.items()}
+    group = medians["with a group, 100,000 per trigger"]
+    print(f"reading {n:,} entries (medians of {NOGROUP_RUNS} interleaved runs; the readers "
+          "end to end, query start to termination, after a warm-up query in the same driver):")
+    for name, m in medians.items():
+        print(f"  {name:<38} {m['rows_per_s']:>10,.0f} rows/s  "
+              f"{m['rows_per_s'] / group['rows_per_s']:.2f}x the group reader  "
+              f"Redis CPU {m['redis_cpu_us']:.2f} us/entry "
+              f"({m['redis_cpu_us'] / group['redis_cpu_us']:.2f}x)")
+    FIGURES["nogroup"] = {"entries": n, "medians": medians, "runs": runs}
+
+
 def bench_cluster(r: redis.Redis, port: int, n: int, work: Path) -> None:
     """The same data over three streams, one per shard of a 3-master cluster (AOF off), next to
     the same three streams on the single node: reader (one query) and sink (a stream column)."""
@@ -1163,7 +1233,7 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--entries", type=int, default=1_000_000)
     ap.add_argument("--only", choices=("reader", "latency", "sink", "cluster", "replicas",
-                                         "trim", "servers", "pushdown", "many"),
+                                         "trim", "servers", "pushdown", "many", "nogroup"),
                     help="run one part only")
     args = ap.parse_args()
     n = args.entries
@@ -1196,6 +1266,9 @@ def main() -> None:
         if args.only in (None, "many"):
             r.flushall()
             bench_many(r, port)
+        if args.only in (None, "nogroup"):
+            r.flushall()
+            bench_nogroup(r, port, n)
         out = ROOT / ".bench"
         out.mkdir(exist_ok=True)
         (out / "figures.json").write_text(json.dumps(FIGURES, indent=1))

@@ -74,7 +74,6 @@ class PositionPlanner:
         self.stop_at: dict[str, Position] | None = None  # Trigger.AvailableNow's ends
         self.last_tails: dict[str, Tail | None] = {}
         self.last_positions: dict[str, Position] = {}
-        self.planned_once = False
         self.last_batch_at = time.monotonic()
 
     def _discover(self) -> list[str]:
@@ -110,13 +109,11 @@ class PositionPlanner:
         self.last_tails = found
         positions: dict[str, Position] = {}
         joined: dict[str, Position] = {}
-        reset = False  # a stream deleted and created again: read again from its start
         for name in self.names:
             if name in begin.streams:
                 positions[name] = begin.streams[name]
                 if self._recreated(name, begin.streams[name], found[name]):
                     positions[name] = joined[name] = Position("0-0", 0)
-                    reset = True
                 continue
             if name not in self.unrecorded:
                 self.unrecorded[name] = starting_position(o.starting_position.of(name),
@@ -141,13 +138,12 @@ class PositionPlanner:
             ends[name] = step.end
         whole = frozenset(n for n, s in steps.items() if s.expected is not None
                           and (t := found[n]) is not None and t.holes_after(positions[n].id))
-        first_plan, self.planned_once = not self.planned_once, True
-        moved = any(ends[n] != begin.streams.get(n) for n in ends)
-        if not steps and not reset and not (first_plan and moved and self.stop_at is None
-                                            and not isinstance(limit, ReadAllAvailable)):
+        if not steps and not joined:
             return start  # the very same object: Spark compares offsets as JSON text
-        # (a first plan with nothing to read returns an empty batch: Spark then starts the
-        # Python workers of the query's tasks before the first entries arrive)
+        # Streams that joined (or started again) are recorded at once, even with nothing to
+        # read: a restart must not resolve their startingPosition again (a later 'latest'
+        # would skip what arrived between). At a query's first trigger this empty batch also
+        # makes Spark start the Python workers of its tasks before the first entries arrive.
         for name in joined:
             self.unrecorded.pop(name, None)
         self.last_positions = ends

@@ -182,6 +182,29 @@ def test_a_read_only_user_streams_a_pattern_exactly_once_across_a_restart(
     assert r.dbsize() == keys_before and all(r.xinfo_groups(s) == [] for s in streams)
 
 
+def test_latest_is_kept_from_a_run_that_read_nothing(spark, redis_server, tmp_path):
+    """Trigger.AvailableNow at ``latest`` with nothing new: the run ends, having recorded the
+    position; what arrives before the next run is read by it (Kafka keeps its initial offsets
+    in the checkpoint too)."""
+    r = redis_server.client()
+    stream = f"ng:{uuid.uuid4().hex[:8]}"
+    produce(r, stream, 5)
+    out, chk = tmp_path / "out", checkpoint(tmp_path)
+
+    def run() -> list[int]:
+        df = (spark.readStream.format("eventbus").option("url", redis_server.url)
+              .option("stream", stream).load())
+        q = (df.select("id").writeStream.format("parquet").option("path", str(out))
+             .option("checkpointLocation", chk).trigger(availableNow=True).start())
+        assert q.awaitTermination(120) and q.exception() is None, q.exception()
+        return input_rows(q)
+
+    assert sum(run()) == 0
+    later = produce(r, stream, 7, 5)
+    assert sum(run()) == 7
+    assert sorted(pq.read_table(out).column("id").to_pylist()) == sorted(later)
+
+
 def test_a_restart_before_the_first_batch_commits_replays_it_from_its_offset(redis_server):
     """``startingPosition=latest`` is resolved once and recorded in the first batch's offset:
     a driver that dies before the batch commits replays it from there (Spark asks
