@@ -60,6 +60,9 @@ class ConnectionSpec:
     # Options redis.*: redis-py's own settings of the data nodes' clients, (keyword, value)
     # pairs (option_values.CLIENT_SETTINGS), over the connector's defaults.
     client_settings: tuple[tuple[str, Any], ...] = ()
+    # Option readFrom=replica (reads without a consumer group): the client reads replicas —
+    # the Sentinel master's, a cluster's (READONLY), or the replica the URL names.
+    read_from_replicas: bool = False
 
     @property
     def rotating(self) -> bool:
@@ -80,10 +83,10 @@ class ConnectionSpec:
     def display(self) -> str:
         """Where Redis is, for messages: the URL with any password removed, or the Sentinel
         master name and its sentinels."""
-        if self.sentinels:
-            return (f"Sentinel master {self.sentinel_master!r} (sentinels "
-                    f"{format_sentinels(self.sentinels)})")
-        return redact(self.url, self.secrets)
+        where = (f"Sentinel master {self.sentinel_master!r} (sentinels "
+                 f"{format_sentinels(self.sentinels)})") if self.sentinels \
+            else redact(self.url, self.secrets)
+        return f"{where}, read from replicas" if self.read_from_replicas else where
 
 
 # The CLI reads the password from here when --password is not given (so that a command printed

@@ -22,7 +22,7 @@ from __future__ import annotations
 import difflib
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from .connection import (
@@ -121,6 +121,9 @@ OPTIONS: tuple[Option, ...] = (
            DEFAULT_WAIT_TIMEOUT_MS, ALL),
     Option("waitAof", "wait_aof", boolean, False, ALL),
     Option("stream", "streams", stream_list, (), READS),
+    # reads without a group: from the replicas (Sentinel's, a cluster's, or the URL's node)
+    Option("readFrom", "read_from_replicas", choice({"primary": False, "replica": True}), False,
+           READS),
     Option("streamPattern", "stream_pattern", optional_name, None, READS),
     Option("discoveryIntervalMs", "discovery_interval_ms",
            duration(0, 2**31 - 1, "it is how often streams matching streamPattern are looked "
@@ -366,6 +369,12 @@ class ReaderOptions(_Connected):
     trim_interval_ms: int = 10_000
     filter_pushdown: bool = False
     delete_at_ack: bool = False
+    read_from_replicas: bool = False
+
+    @property
+    def read_connection(self) -> ConnectionSpec:
+        """Where reads go: :attr:`connection`, or its replicas (option ``readFrom``)."""
+        return replace(self.connection, read_from_replicas=self.read_from_replicas)
 
     @property
     def consumer_name(self) -> str:
@@ -398,6 +407,11 @@ def parse_reader_options(raw: Mapping[str, Any], *, streaming: bool, warn: bool 
                           "several separated by commas, e.g. .option('stream', 'orders').")
     if "group" not in given:
         _refuse_group_options(given)
+    elif v["read_from_replicas"] and v["group"] is not None:
+        raise ConfigError("option 'readFrom' = 'replica' is for reads without a consumer group: "
+                          "a group's reads (XREADGROUP, acks) are writes, which a replica "
+                          "refuses. Leave option 'group' out to read from replicas, or set "
+                          "readFrom to 'primary'.")
     elif streaming and v["group"] is None:
         raise ConfigError("option 'group' is blank: name the consumer group this query reads "
                           "as, e.g. .option('group', 'billing'), or leave the option out to "

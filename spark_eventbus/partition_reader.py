@@ -9,19 +9,23 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 
 from .connection import cli_connection
 from .decoding import BatchBuilder, ValueParser, output_schema, parse_value_schema
-from .errors import DataLossError, EventBusError
+from .errors import DataLossError, EventBusConnectionError, EventBusError
+from .ids import StreamId
 from .losses import RangeLoss, loss_message, range_loss, skip_message
 from .partitions import PiecePartition, RangePartition, ReadSpec, SlicePartition
 from .planning import Slice
 from .positions import Piece
+from .redisio.client import client, is_cluster
 from .redisio.replay import StreamReplay, read_ranges
+from .redisio.tails import wait_for_replica
 from .worker_gc import settle
 
 log = logging.getLogger("spark_eventbus")
@@ -164,50 +168,87 @@ def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
 def read_pieces(part: PiecePartition) -> Iterator[pa.RecordBatch]:
     """A read without a group: each piece ``(after, last]`` of a stream, paged; small pieces
     of a known count together in one pipelined round trip. A piece with a known count that
-    returns fewer entries lost them before this read (:func:`_handle_piece_loss`)."""
+    returns fewer entries lost them before this read (:func:`_handle_piece_loss`).
+
+    With ``readFrom=replica`` the replica must hold every piece up to its end first (the
+    driver may have planned from a node further ahead): the task waits for it, within
+    ``failoverTimeoutMs``, then reads the streams it still lacks from the primary (Sentinel,
+    cluster) or fails retriably (a replica named by URL), and logs which."""
     settle()
-    build = _builder(part.spec)
+    spec = part.spec
+    build = _builder(spec)
+    if not spec.conn.read_from_replicas or not part.pieces:
+        yield from _read_pieces(spec, part.pieces, build)
+        return
+    needed: dict[str, str] = {}
+    for p in part.pieces:
+        needed[p.stream] = max(needed.get(p.stream, p.last), p.last, key=StreamId.parse)
+    began = time.monotonic()
+    behind = set(wait_for_replica(spec.conn, needed))
+    waited = time.monotonic() - began
+    if waited > 0.05 and len(behind) < len(needed):
+        log.info("spark-eventbus: waited %.2f s for the replica of %s to receive the planned "
+                 "entries of %d stream(s)", waited, spec.conn.display, len(needed) - len(behind))
+    yield from _read_pieces(spec, [p for p in part.pieces if p.stream not in behind], build)
+    if not behind:
+        return
+    shown = ", ".join(f"{s!r} (up to {needed[s]})" for s in sorted(behind)[:5])
+    late = (f"the replica read through {spec.conn.display} had not received stream(s) {shown} "
+            f"up to the batch's end after failoverTimeoutMs ({spec.conn.failover_timeout_ms} "
+            "ms)")
+    if not (spec.conn.sentinels or is_cluster(client(spec.conn))):
+        raise EventBusConnectionError(
+            f"{late}: its link to the primary may be down. The task is retried; to read from "
+            "the primary, set option 'readFrom' to 'primary' (or give 'sentinels', whose "
+            "primary a task falls back to).")
+    log.warning("spark-eventbus: %s: reading them from the primary.", late)
+    primary = replace(spec, conn=replace(spec.conn, read_from_replicas=False))
+    yield from _read_pieces(primary, [p for p in part.pieces if p.stream in behind], build)
+
+
+def _read_pieces(spec: ReadSpec, pieces: Sequence[Piece], build: BatchBuilder
+                 ) -> Iterator[pa.RecordBatch]:
     small: list[Piece] = []
     size = 0
-    for piece in part.pieces:
+    for piece in pieces:
         if piece.expected is None or piece.expected >= READ_PAGE:
-            yield from _read_small_pieces(part, small, build)
+            yield from _read_small_pieces(spec, small, build)
             small, size = [], 0
-            replay = StreamReplay(part.spec.conn, piece.stream)
+            replay = StreamReplay(spec.conn, piece.stream)
             returned = 0
             for page in replay.pages(f"({piece.after}", piece.last, READ_PAGE):
                 returned += len(page)
                 yield build.build(piece.stream, page, None)
-            _handle_piece_loss(part.spec, piece, returned)
+            _handle_piece_loss(spec, piece, returned)
             continue
         if small and size + piece.expected > READ_PAGE:
-            yield from _read_small_pieces(part, small, build)
+            yield from _read_small_pieces(spec, small, build)
             small, size = [], 0
         small.append(piece)
         size += piece.expected
-    yield from _read_small_pieces(part, small, build)
+    yield from _read_small_pieces(spec, small, build)
 
 
-def _read_small_pieces(part: PiecePartition, pieces: list[Piece], build: BatchBuilder
+def _read_small_pieces(spec: ReadSpec, pieces: list[Piece], build: BatchBuilder
                        ) -> Iterator[pa.RecordBatch]:
     """Pieces of known counts, :data:`READ_PAGE` entries or fewer in all, in one round trip
     (``COUNT`` one more than expected: a piece that holds more is read again in pages)."""
     if not pieces:
         return
-    pages = read_ranges(part.spec.conn, [(p.stream, f"({p.after}", p.last, (p.expected or 0) + 1)
-                                         for p in pieces])
+    pages = read_ranges(spec.conn, [(p.stream, f"({p.after}", p.last, (p.expected or 0) + 1)
+                                    for p in pieces])
     names: list[str] = []
     rows: list[Any] = []
     for piece, page in zip(pieces, pages, strict=True):
         if len(page) > (piece.expected or 0):  # more than counted: read it whole
-            page = [e for pg in StreamReplay(part.spec.conn, piece.stream).pages(
+            page = [e for pg in StreamReplay(spec.conn, piece.stream).pages(
                 f"({piece.after}", piece.last, READ_PAGE) for e in pg]
         names += [piece.stream] * len(page)
         rows += page
     if rows:
         yield build.build(names, rows, None)
     for piece, page in zip(pieces, pages, strict=True):
-        _handle_piece_loss(part.spec, piece, len(page))
+        _handle_piece_loss(spec, piece, len(page))
 
 
 def _handle_piece_loss(spec: ReadSpec, piece: Piece, returned: int) -> None:

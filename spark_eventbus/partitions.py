@@ -31,7 +31,8 @@ class ReadSpec:
 
     @classmethod
     def of(cls, opts: ReaderOptions) -> ReadSpec:
-        return cls(opts.connection, opts.group, opts.consumer_name if opts.group else None,
+        return cls(opts.read_connection, opts.group,
+                   opts.consumer_name if opts.group else None,
                    opts.fields_binary, opts.value_field, opts.value_schema,
                    opts.fail_on_data_loss, opts.ack_mode)
 

@@ -65,7 +65,7 @@ class PositionPlanner:
 
     def __init__(self, opts: ReaderOptions) -> None:
         self.opts = opts
-        self.spec = opts.connection
+        self.spec = opts.read_connection
         self.names: list[str] = self._discover() if opts.stream_pattern else list(opts.streams)
         self.discovered_at = time.monotonic()
         # startingPosition of streams seen but in no offset yet: resolved once, kept until a

@@ -12,14 +12,14 @@ from typing import Any
 
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.cluster import RedisCluster
+from redis.cluster import LoadBalancingStrategy, RedisCluster
 from redis.connection import SSLConnection, parse_url
 from redis.credentials import StreamingCredentialProvider
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 
 from ..connection import ConnectionSpec, format_sentinels, spell
-from ..errors import ConfigError, EventBusConnectionError
+from ..errors import ConfigError, EventBusConnectionError, redact
 from .base import Redis
 from .boundary import translate
 from .credentials import provider_for, url_user
@@ -94,6 +94,7 @@ class _Cluster(RedisCluster):
 
     RedisClusterRequestTTL = 48
     window: WindowRetry | None = None  # set once made (redis-py runs commands while making it)
+    reads_replicas = False  # option readFrom=replica: :func:`.wire.pipeline` reads replicas
 
     def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         # a node named by the caller: no re-routing, so nothing to wait for
@@ -111,8 +112,12 @@ class _Cluster(RedisCluster):
 
 def _cluster_client(spec: ConnectionSpec) -> _Cluster:
     inner = Retry(ExponentialWithJitterBackoff(cap=2.0, base=0.05), _RETRIES)
+    replicas: dict[str, Any] = {}
+    if spec.read_from_replicas:  # connections in READONLY mode, reads sent to replicas
+        replicas["load_balancing_strategy"] = LoadBalancingStrategy.ROUND_ROBIN_REPLICAS
     c: _Cluster = _Cluster.from_url(  # type: ignore[assignment]
-        _url(spec), retry=inner, **_node_kwargs(spec))
+        _url(spec), retry=inner, **_node_kwargs(spec), **replicas)
+    c.reads_replicas = spec.read_from_replicas
     window = WindowRetry(spec.failover_timeout_ms / 1000, (
         redis.RedisError, redis.exceptions.RedisClusterException), cluster_in_flux,
         retry_auth=spec.rotating)
@@ -121,12 +126,29 @@ def _cluster_client(spec: ConnectionSpec) -> _Cluster:
     return c
 
 
-def is_cluster_node(r: redis.Redis) -> bool:
-    """Whether ``r`` talks to a Redis Cluster node: the ``mode`` field of ``HELLO 3`` (every
-    user may run HELLO: clients authenticate with it)."""
+def _hello(r: redis.Redis, field: str) -> str | None:
+    """A field of ``HELLO 3``'s reply (every user may run HELLO: clients authenticate with it)."""
     hello = r.execute_command("HELLO", "3")
-    mode = hello.get(b"mode", hello.get("mode")) if isinstance(hello, dict) else None
-    return (mode.decode() if isinstance(mode, bytes) else mode) == "cluster"
+    value = hello.get(field.encode(), hello.get(field)) if isinstance(hello, dict) else None
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def is_cluster_node(r: redis.Redis) -> bool:
+    """Whether ``r`` talks to a Redis Cluster node: the ``mode`` field of ``HELLO 3``."""
+    return _hello(r, "mode") == "cluster"
+
+
+def _check_replica(node: redis.Redis, spec: ConnectionSpec) -> None:
+    """readFrom=replica with the URL of one node: that node must be a replica (``HELLO``'s
+    ``role``), or the option would read the primary it is meant to spare."""
+    role = _hello(node, "role")
+    if role not in ("replica", "slave"):
+        raise ConfigError(
+            f"{spell('readFrom', spec.style)} = 'replica', but "
+            f"{redact(spec.url, spec.secrets)} is a {role}: "
+            "give the URL of one of its replicas, or its sentinels (options 'sentinels' and "
+            "'sentinelMaster': their replicas are read), or any node of a cluster (its "
+            "replicas are read).")
 
 
 class _AuthRetry:
@@ -198,7 +220,9 @@ def _sentinel_client(spec: ConnectionSpec) -> redis.Redis:
     retry = WindowRetry(spec.failover_timeout_ms / 1000, retry_auth=spec.rotating)
     retry.answered = True  # the sentinels did: a primary being failed over is waited for
     assert spec.sentinel_master is not None
-    primary = sentinel.master_for(
+    # readFrom=replica: the master's replicas, in turn (its primary when it has none)
+    made = sentinel.slave_for if spec.read_from_replicas else sentinel.master_for
+    primary = made(
         spec.sentinel_master, redis_class=redis.Redis, connection_pool_class=_SentinelPool,
         retry=retry, retry_on_error=list(RETRY_ON),
         connection_class=_SentinelSSLConnection if tls else _SentinelConnection, **node)
@@ -255,9 +279,13 @@ def new_client(spec: ConnectionSpec) -> Redis:
         credential_provider=kwargs.get("credential_provider"))
     try:
         cluster = not spec.url.startswith("unix://") and is_cluster_node(node)
-    except redis.RedisError as exc:
+        if not cluster and spec.read_from_replicas:
+            _check_replica(node, spec)
+    except (redis.RedisError, ConfigError) as exc:
         node.close()
         node.connection_pool.disconnect()
+        if isinstance(exc, ConfigError):
+            raise
         raise translate(exc, f"connecting to {spec.display}", spec.secrets, spec.style) from exc
     if not cluster:
         return node

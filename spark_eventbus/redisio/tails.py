@@ -5,11 +5,13 @@ pipelined), and, where a batch must end before a stream's end, the entries after
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ..connection import ConnectionSpec
 from ..errors import NotAStreamError
+from ..ids import StreamId
 from ..positions import Tail
 from .boundary import redis_errors
 from .client import client
@@ -44,6 +46,24 @@ def tails(spec: ConnectionSpec, streams: Sequence[str]) -> list[Tail | None]:
         replies = pipeline(client(spec), [("XINFO", "STREAM", s) for s in streams])
         return [_tail(s, reply, spec.display) for s, reply in zip(streams, replies,
                                                                   strict=True)]
+
+
+def wait_for_replica(spec: ConnectionSpec, needed: Mapping[str, str]) -> list[str]:
+    """Option readFrom=replica: wait (within ``failoverTimeoutMs``) until the replica ``spec``
+    reads holds each stream of ``needed`` up to its ID (its last-generated-id at or past it:
+    replication is in order, so every entry up to it is there). Returns the streams it still
+    lacks then."""
+    streams = sorted(needed)
+    deadline = time.monotonic() + spec.failover_timeout_ms / 1000
+    pause = 0.01
+    while True:
+        found = tails(spec, streams)
+        streams = [s for s, t in zip(streams, found, strict=True)
+                   if t is None or StreamId.parse(t.last_id) < StreamId.parse(needed[s])]
+        if not streams or time.monotonic() >= deadline:
+            return streams
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(0.5, pause * 2)
 
 
 def entries_after(spec: ConnectionSpec, stream: str, after: str, last: str, count: int,

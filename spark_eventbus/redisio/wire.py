@@ -287,12 +287,16 @@ def _by_node(r: RedisCluster, commands: Sequence[Sequence[Any] | Packed], todo: 
     """``todo``'s command indexes grouped by node: the node an ``ASK`` named, else the one the
     slot map names for the command's key (any node for a command without one)."""
     groups: dict[str, tuple[Any, list[int]]] = {}  # by name: redis-py 5's nodes do not hash
+    # option readFrom=replica (a client that sends only reads): the slot's first replica, the
+    # same one for every call, else its master
+    replica = getattr(r, "reads_replicas", False)
     for i in todo:
         node = ask.get(i)
         if node is None:
             ask.pop(i, None)
             key = command_key(commands[i])
-            node = r.get_default_node() if key is None else r.get_node_from_key(key)
+            node = r.get_default_node() if key is None else (
+                replica and r.get_node_from_key(key, replica=True)) or r.get_node_from_key(key)
         groups.setdefault(node.name, (node, []))[1].append(i)
     return groups
 

@@ -4,6 +4,7 @@ checkpoint, nothing written to Redis, a read-only ACL user enough; losses report
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections import Counter
 from typing import Any
@@ -14,10 +15,13 @@ import pytest
 import redis
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
-from spark_eventbus import ConfigError, DataLossError
+from spark_eventbus import ConfigError, DataLossError, EventBusConnectionError
 from spark_eventbus.options import parse_reader_options
 from spark_eventbus.position_reader import PositionStreamReader
-from tests.integration.helpers import checkpoint, input_rows, produce
+from spark_eventbus.positions import PositionOffset
+from tests.harness.redis_sentinel import ReplicaServer
+from tests.harness.redis_server import RedisServer, free_port
+from tests.integration.helpers import checkpoint, input_rows, produce, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -222,3 +226,63 @@ def test_a_restart_before_the_first_batch_commits_replays_it_from_its_offset(red
     assert again.initialOffset() == start
     assert _read(again, warm, end) == later
     assert again.latestOffset(end, ReadMaxRows(100)) == end
+
+
+def _read_calls(node: Any) -> int:
+    """``XRANGE`` and ``XINFO`` calls the server ``node`` has run (``INFO commandstats``)."""
+    stats = node.client().info("commandstats")
+    return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0))
+               for c in ("xrange", "xinfo|stream", "xinfo"))
+
+
+def _cut(replica: Any) -> None:
+    """The replica's link to its primary cut: it keeps its data, stays a read-only replica and
+    receives nothing more."""
+    replica.client().replicaof("127.0.0.1", str(free_port()))
+
+
+def _wait_in_sync(primary: Any, replica: Any) -> None:
+    wait_for(lambda: replica.client().info("replication")["master_link_status"] == "up"
+             and primary.client().wait(1, 5000) >= 1, what="the replica in sync")
+
+
+@pytest.mark.server
+def test_read_from_a_replica_by_url_waits_for_a_late_replica_and_never_reads_short(tmp_path):
+    """``readFrom=replica`` with the URL of a replica: the query's reads go there only (the
+    primary runs none); a batch planned past what the replica has (the driver saw a node
+    ahead) is not read short: the task waits for the replica within failoverTimeoutMs, and
+    fails retriably, naming the replica, when it does not catch up."""
+    primary = RedisServer(tmp_path / "p").start()
+    replica = ReplicaServer(tmp_path / "r", primary.port, priority=10).start()
+    try:
+        p = primary.client()
+        stream = "orders"
+        produced = produce(p, stream, 300)
+        _wait_in_sync(primary, replica)
+        with pytest.raises(ConfigError, match=r"'readFrom' = 'replica', but .* is a master"):
+            _reader(primary.url, stream, readFrom="replica").latestOffset(
+                PositionOffset().to_json(), ReadMaxRows(10))
+        on_replica = _reader(replica.url, stream, readFrom="replica", failoverTimeoutMs="800")
+        start = on_replica.initialOffset()
+        before = _read_calls(primary)
+        end = on_replica.latestOffset(start, ReadMaxRows(200))
+        got = _read(on_replica, start, end)
+        end2 = on_replica.latestOffset(end, ReadMaxRows(200))
+        got += _read(on_replica, end, end2)
+        assert got == produced and _read_calls(primary) == before
+
+        _cut(replica)
+        later = produce(p, stream, 50, 300)
+        ahead = _reader(primary.url, stream).latestOffset(end2, ReadMaxRows(1_000))
+        with pytest.raises(EventBusConnectionError, match="had not received stream") as err:
+            _read(on_replica, end2, ahead)
+        assert err.value.retriable
+        patient = _reader(replica.url, stream, readFrom="replica", failoverTimeoutMs="20000")
+        threading.Timer(0.5, lambda: replica.client().replicaof(
+            "127.0.0.1", str(primary.port))).start()
+        before = _read_calls(primary)
+        assert _read(patient, end2, ahead) == later
+        assert _read_calls(primary) == before
+    finally:
+        replica.stop()
+        primary.stop()
