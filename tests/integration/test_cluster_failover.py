@@ -54,10 +54,35 @@ def _producer(cluster: RedisClusterServer, streams: list[str], total: int,
         time.sleep(0.005)
 
 
+def test_read_from_replicas_on_a_cluster_runs_no_read_on_a_master(spark, ha_cluster, names,
+                                                                 tmp_path):
+    """A read without a group with ``readFrom=replica`` on a cluster: every stream on every
+    shard read in full, and the masters ran no read command (``INFO commandstats``)."""
+    from tests.integration.helpers import produce, run_available_now
+    from tests.integration.test_without_group import _read_calls
+
+    c = ha_cluster
+    streams = _spread(c, f"rr{names['tag']}", per_node=2)
+    r = c.client()
+    produced = {f"{s}/{i}" for s in streams for i in produce(r, s, 200)}
+    for s in streams:
+        assert int(r.execute_command("WAIT", 1, 5000, target_nodes=r.get_node_from_key(s)))
+    masters = c.masters()
+    before = [_read_calls(m) for m in masters]
+    df = (spark.readStream.format("eventbus").option("url", c.url)
+          .option("stream", ",".join(streams)).option("readFrom", "replica")
+          .option("startingPosition", "earliest").option("maxEntriesPerTrigger", "500").load())
+    rows, _ = run_available_now(df, tmp_path)
+    assert Counter(f"{row['stream']}/{row['id']}" for row in rows) == Counter(produced)
+    assert [_read_calls(m) for m in masters] == before
+
+
 def test_a_query_rides_through_a_cluster_master_failover(spark, ha_cluster, names, tmp_path):
     """Streams on every shard, read with waitReplicas=1 into an AckingBatchWriter; the master
     of one of them is killed half-way. The query never fails; every entry is handled exactly
-    once (no batch ran twice) and acked."""
+    once (no batch ran twice) and acked. Beside it, a read of the same streams without a group
+    from the replicas (``readFrom=replica``): it never fails either and delivers every entry
+    exactly once."""
     c = ha_cluster
     streams = _spread(c, f"fo{names['tag']}", per_node=4)
     group = names["group"]
@@ -68,11 +93,21 @@ def test_a_query_rides_through_a_cluster_master_failover(spark, ha_cluster, name
     def handle(df: Any, batch_id: int) -> None:
         handled[batch_id] += [r["id"] for r in df.select("id").collect()]
 
+    read: dict[int, list[str]] = {}  # without a group: a replayed batch replaces its rows
+
+    def keep(df: Any, batch_id: int) -> None:
+        read[batch_id] = [r["id"] for r in df.select("id").collect()]
+
     writer = AckingBatchWriter(handle, url=c.url, group=group, wait_replicas=1)
     q = (stream_df(spark, c.url, ",".join(streams), group, waitReplicas=1,
                    maxEntriesPerTrigger=300)
          .writeStream.foreachBatch(writer).trigger(processingTime="200 milliseconds")
          .option("checkpointLocation", checkpoint(tmp_path)).start())
+    q2 = (spark.readStream.format("eventbus").option("url", c.url)
+          .option("stream", ",".join(streams)).option("readFrom", "replica")
+          .option("startingPosition", "earliest").option("maxEntriesPerTrigger", "300").load()
+          .writeStream.foreachBatch(keep).trigger(processingTime="200 milliseconds")
+          .option("checkpointLocation", checkpoint(tmp_path)).start())
     total = 2400
     thread = threading.Thread(target=_producer, args=(c, streams, total, produced, stop),
                               daemon=True)
@@ -88,14 +123,20 @@ def test_a_query_rides_through_a_cluster_master_failover(spark, ha_cluster, name
 
         def delivered() -> bool:
             assert q.exception() is None, q.exception()
-            return set(produced) <= {i for ids in list(handled.values()) for i in ids}
+            assert q2.exception() is None, q2.exception()
+            return set(produced) <= {i for ids in list(handled.values()) for i in ids} \
+                and set(produced) <= {i for ids in list(read.values()) for i in ids}
         wait_for(delivered, timeout=180, what="every entry delivered")
         q.processAllAvailable()  # the last batch's acks
         q.processAllAvailable()
     finally:
         stop.set()
         q.stop()
+        q2.stop()
     assert q.exception() is None, q.exception()
+    assert q2.exception() is None, q2.exception()
+    read_counts = Counter(i for ids in read.values() for i in ids)
+    assert set(read_counts.values()) == {1}, [i for i, n in read_counts.items() if n > 1][:10]
     counts = Counter(i for ids in handled.values() for i in ids)
     assert set(counts.values()) == {1}, [i for i, n in counts.items() if n > 1][:10]
     r = c.client()

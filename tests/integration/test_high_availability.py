@@ -5,6 +5,7 @@ that follows a failover, and writes that wait for replicas (``waitReplicas``).""
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import threading
 import time
@@ -15,6 +16,7 @@ import pytest
 import redis
 import redis.sentinel
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from spark_eventbus import register
 from spark_eventbus.cli import main as cli_main
@@ -23,7 +25,7 @@ from spark_eventbus.errors import ConfigError, EventBusConnectionError, Replicat
 from spark_eventbus.redisio import client, preflight
 from tests.harness.redis_sentinel import MASTER, SentinelTopology
 from tests.harness.redis_server import free_port
-from tests.integration.helpers import pending, stream_df, wait_for
+from tests.integration.helpers import pending, produce, run_available_now, stream_df, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.server]
 
@@ -383,3 +385,44 @@ def test_through_sentinel_the_primary_takes_rotating_credentials(spark, steady_t
     _copy_through_rotations(spark, "redis:///0", t.current_primary_client(), rotator, names,
                             tmp_path, credentialProvider=PROVIDER,
                             sentinels=t.sentinel_addresses, sentinelMaster=MASTER)
+
+
+@pytest.mark.xdist_group("sentinel")
+def test_read_from_replicas_through_sentinel_spares_the_primary_and_reads_it_when_they_lag(
+        spark, steady_topology, names, tmp_path, caplog):
+    """A read without a group with ``readFrom=replica`` through Sentinel: every read command
+    goes to the replicas (the primary runs none); when both replicas lag behind a batch (their
+    links cut), the task waits failoverTimeoutMs, then reads the primary, and says so."""
+    from tests.integration.test_without_group import _cut, _read, _read_calls, _reader
+
+    t = steady_topology
+    p = t.primary.client()
+    stream = names["stream"]
+    produced = produce(p, stream, 2_000)
+    assert p.wait(2, 5000) == 2
+    opts = _options(t, readFrom="replica")
+    reader = spark.readStream.format("eventbus").option("stream", stream) \
+        .option("startingPosition", "earliest").option("maxEntriesPerTrigger", "500")
+    for k, v in opts.items():
+        reader = reader.option(k, v)
+    before = _read_calls(t.primary)
+    rows, _ = run_available_now(reader.load(), tmp_path)
+    assert sorted(row["id"] for row in rows) == sorted(produced)
+    assert _read_calls(t.primary) == before
+    try:
+        for replica in t.replicas:
+            _cut(replica)
+        later = produce(p, stream, 100, 2_000)
+        sentinel = {k: v for k, v in _options(t).items() if k != "url"}
+        on_primary = _reader("redis:///0", stream, startingPosition=produced[-1], **sentinel)
+        start = on_primary.initialOffset()
+        end = on_primary.latestOffset(start, ReadMaxRows(1_000))
+        on_replicas = _reader("redis:///0", stream, readFrom="replica",
+                              failoverTimeoutMs="800", **sentinel)
+        with caplog.at_level(logging.WARNING, logger="spark_eventbus"):
+            assert _read(on_replicas, start, end) == later
+        assert "had not received stream" in caplog.text and "from the primary" in caplog.text
+    finally:
+        for replica in t.replicas:
+            replica.client().replicaof("127.0.0.1", str(t.primary.port))
+        t.wait_replicated(len(t.replicas))
