@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ..keys import PREFIX
 from .boundary import redis_errors
@@ -19,11 +20,25 @@ def discover(spec: ConnectionSpec, pattern: str, exclude: Sequence[str] = ()) ->
     connector's own keys (``{…}:eventbus:…``) and ``exclude`` (the dead-letter stream) never
     count."""
     r = client(spec)
+    where: dict[str, Any] = {}
+    if getattr(r, "reads_replicas", False):  # readFrom=replica on a cluster: a replica a shard
+        where["target_nodes"] = _shard_replicas(r)
     with redis_errors(f"looking for streams matching {pattern!r}", spec):
-        found = {text(k) for k in r.scan_iter(match=pattern, count=1000, _type="stream")}
+        found = {text(k) for k in r.scan_iter(match=pattern, count=1000, _type="stream",
+                                              **where)}
     own = f":{PREFIX}:"
     return sorted(k for k in found if k not in exclude
                   and not (k.startswith("{") and own in k))
+
+
+def _shard_replicas(r: Any) -> list[Any]:
+    """One node per shard of a cluster: its first replica (as :func:`.wire.pipeline` reads
+    it), or its master while it has none."""
+    nodes: dict[str, Any] = {}
+    for serving in r.nodes_manager.slots_cache.values():
+        node = serving[1] if len(serving) > 1 else serving[0]
+        nodes[node.name] = node
+    return list(nodes.values())
 
 
 def missing(ops: Sequence[ConsumerOps]) -> list[str]:

@@ -229,10 +229,11 @@ def test_a_restart_before_the_first_batch_commits_replays_it_from_its_offset(red
 
 
 def _read_calls(node: Any) -> int:
-    """``XRANGE`` and ``XINFO`` calls the server ``node`` has run (``INFO commandstats``)."""
+    """``XRANGE``, ``XINFO`` and ``SCAN`` calls the server ``node`` has run
+    (``INFO commandstats``)."""
     stats = node.client().info("commandstats")
     return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0))
-               for c in ("xrange", "xinfo|stream", "xinfo"))
+               for c in ("xrange", "xinfo|stream", "xinfo", "scan"))
 
 
 def _cut(replica: Any) -> None:
