@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.datasource import ReadAllAvailable
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from spark_eventbus import AckingBatchWriter, ConfigError
 from spark_eventbus.acl import rule
@@ -193,6 +193,25 @@ def test_a_reader_rule_without_xread_or_the_heartbeat_key_is_refused_naming_it(
             reader.latestOffset(end, ReadAllAvailable())
     assert drop in str(err.value) and "acl-rule" in str(err.value), err.value
     reader.stop()
+
+
+@pytest.mark.parametrize("drop", ["+xinfo|stream", "+xrange"])
+def test_a_reader_without_group_names_the_command_its_rule_lacks(redis_server, drop):
+    """Without a group: the driver's first look (XINFO STREAM), the XRANGE that finds where a
+    batch ends, and the tasks' XRANGE each name the command to add and the role's rule."""
+    from spark_eventbus.errors import EventBusError
+    from tests.integration.test_without_group import _read, _reader
+
+    r = redis_server.client()
+    stream, _ = _names()
+    produce(r, stream, 20)
+    reader = _reader(_user(r, redis_server, "reader-without-group", [stream], drop=drop),
+                     stream)
+    with pytest.raises(EventBusError) as err:
+        start = reader.initialOffset()
+        _read(reader, start, reader.latestOffset(start, ReadMaxRows(10)))
+    text = str(err.value)
+    assert f"'{drop[1:]}'" in text and f"add {drop}" in text and "acl-rule" in text, text
 
 
 def test_a_missing_key_pattern_fails_at_query_start_naming_it(spark, redis_server, tmp_path):
