@@ -106,6 +106,7 @@ class PositionPlanner:
         begin = PositionOffset.from_json(start)
         self._rediscover()
         found = dict(zip(self.names, tails(self.spec, self.names), strict=True))
+        self._vanished(begin, found)
         self.last_tails = found
         positions: dict[str, Position] = {}
         joined: dict[str, Position] = {}
@@ -149,6 +150,29 @@ class PositionPlanner:
         self.last_positions = ends
         self.last_batch_at = time.monotonic()
         return PositionOffset(ends, joined, whole).to_json()
+
+    def _vanished(self, begin: PositionOffset, found: dict[str, Tail | None]) -> None:
+        """Streams deleted under the query (gone, or no longer found by the pattern) that held
+        entries after the query's position when it last looked: those entries were never read
+        (``failOnDataLoss``). A restart goes on without them (it never saw them)."""
+        gone = []
+        for name, at in begin.streams.items():
+            last = self.last_tails.get(name)
+            if found.get(name) is None and last is not None \
+                    and StreamId.parse(last.last_id) > StreamId.parse(at.id):
+                gone.append((name, behind(at, last)))
+        if not gone:
+            return
+        shown = ", ".join(f"{n!r} ({'some' if k is None else k})" for n, k in gone[:10])
+        message = (f"{len(gone)} stream(s) were deleted while this query (without a consumer "
+                   f"group) had not read all of them; entries never read: {shown}.")
+        for name, _ in gone:
+            self.last_tails.pop(name, None)
+        if self.opts.fail_on_data_loss:
+            raise DataLossError(f"{message} A restart of the query goes on without them; set "
+                                "option 'failOnDataLoss' to 'false' to log such losses and go "
+                                "on (docs/data-loss.md).")
+        log.warning("spark-eventbus: %s Going on without them (failOnDataLoss=false).", message)
 
     def _recreated(self, name: str, at: Position, tail: Tail | None) -> bool:
         """A stream whose last ID is below the query's position, or whose entries-added count is

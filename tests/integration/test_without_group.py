@@ -114,7 +114,8 @@ def test_trimmed_and_deleted_entries_are_reported_as_lost(redis_server, caplog):
 
 def test_a_stream_created_again_under_the_query_is_reported_then_read_from_its_start(
         redis_server, caplog):
-    """Deleted and created again: with lower IDs, or higher IDs but fewer entries added."""
+    """Deleted and created again: with lower IDs, or higher IDs but fewer entries added; and
+    deleted with entries the query had not read."""
     r = redis_server.client()
     stream = f"ng:{uuid.uuid4().hex[:8]}"
     produce(r, stream, 10)
@@ -134,6 +135,12 @@ def test_a_stream_created_again_under_the_query_is_reported_then_read_from_its_s
     higher = produce(r, stream, 2)  # IDs above the position, 2 entries added against 3
     third = lenient.latestOffset(again, ReadMaxRows(100))
     assert _read(lenient, again, third) == higher
+    produce(r, stream, 4, 2)
+    assert reader.latestOffset(third, ReadMaxRows(1)) != third  # it looks: 4 unread
+    r.delete(stream)
+    with pytest.raises(DataLossError, match=r"deleted .* never read: 'ng:\w+' \(4\)"):
+        reader.latestOffset(third, ReadMaxRows(100))
+    assert reader.latestOffset(third, ReadMaxRows(100)) is third  # said once: goes on
 
 
 def test_options_that_need_a_group_are_refused_at_load(spark, redis_server):
