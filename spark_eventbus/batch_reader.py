@@ -49,7 +49,7 @@ class EventBusBatchReader(DataSourceReader):
             for i, (a, b) in enumerate(ranges):
                 start = str(lo) if i == 0 else f"{a}-0"
                 end = str(hi) if i == len(ranges) - 1 else f"{b}-{2**64 - 1}"
-                parts.append(RangePartition(self.spec, stream, start, end))
+                parts.append(RangePartition(self.spec, stream, start, end, str(hi)))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -157,23 +157,25 @@ def _handle_lost(replay: StreamReplay, part: SlicePartition, stream: str,
 
 
 def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
-    """A batch read of ``XRANGE start end``, paged."""
+    """A batch read of ``XRANGE start end``, paged (with ``readFrom=replica``, once the
+    replica holds the read's last entry: :func:`replica_or_primary`)."""
     settle()
     build = _builder(part.spec)
-    for page in StreamReplay(part.spec.conn, part.stream).pages(part.start, part.end,
-                                                                READ_PAGE):
+    spec = part.spec
+    if spec.conn.read_from_replicas and part.hold:
+        ready, primary = replica_or_primary(spec, {part.stream: part.hold})
+        if part.stream not in ready:
+            spec = primary
+    for page in StreamReplay(spec.conn, part.stream).pages(part.start, part.end, READ_PAGE):
         yield build.build(part.stream, page, None)
 
 
 def read_pieces(part: PiecePartition) -> Iterator[pa.RecordBatch]:
     """A read without a group: each piece ``(after, last]`` of a stream, paged; small pieces
     of a known count together in one pipelined round trip. A piece with a known count that
-    returns fewer entries lost them before this read (:func:`_handle_piece_loss`).
-
-    With ``readFrom=replica`` the replica must hold every piece up to its end first (the
-    driver may have planned from a node further ahead): the task waits for it, within
-    ``failoverTimeoutMs``, then reads the streams it still lacks from the primary (Sentinel,
-    cluster) or fails retriably (a replica named by URL), and logs which."""
+    returns fewer entries lost them before this read (:func:`_handle_piece_loss`). With
+    ``readFrom=replica``, the streams the replica holds up to their pieces' ends, then the
+    others from the primary (:func:`replica_or_primary`)."""
     settle()
     spec = part.spec
     build = _builder(spec)
@@ -183,27 +185,36 @@ def read_pieces(part: PiecePartition) -> Iterator[pa.RecordBatch]:
     needed: dict[str, str] = {}
     for p in part.pieces:
         needed[p.stream] = max(needed.get(p.stream, p.last), p.last, key=StreamId.parse)
+    ready, primary = replica_or_primary(spec, needed)
+    yield from _read_pieces(spec, [p for p in part.pieces if p.stream in ready], build)
+    yield from _read_pieces(primary, [p for p in part.pieces if p.stream not in ready], build)
+
+
+def replica_or_primary(spec: ReadSpec, needed: dict[str, str]) -> tuple[set[str], ReadSpec]:
+    """``readFrom=replica``: the streams of ``needed`` the replica holds up to their IDs (it is
+    waited for, within ``failoverTimeoutMs``: the driver may have planned from a node further
+    ahead, and a replica behind would read the batch short), and the spec that reads the
+    others: the primary (Sentinel, cluster), said in a warning. A replica named by URL has no
+    primary to turn to: the task fails retriably (Spark retries it, which waits again)."""
     began = time.monotonic()
     behind = set(wait_for_replica(spec.conn, needed))
     waited = time.monotonic() - began
     if waited > 0.05 and len(behind) < len(needed):
         log.info("spark-eventbus: waited %.2f s for the replica of %s to receive the planned "
                  "entries of %d stream(s)", waited, spec.conn.display, len(needed) - len(behind))
-    yield from _read_pieces(spec, [p for p in part.pieces if p.stream not in behind], build)
+    primary = replace(spec, conn=replace(spec.conn, read_from_replicas=False))
     if not behind:
-        return
+        return set(needed), primary
     shown = ", ".join(f"{s!r} (up to {needed[s]})" for s in sorted(behind)[:5])
     late = (f"the replica read through {spec.conn.display} had not received stream(s) {shown} "
-            f"up to the batch's end after failoverTimeoutMs ({spec.conn.failover_timeout_ms} "
-            "ms)")
+            f"after failoverTimeoutMs ({spec.conn.failover_timeout_ms} ms)")
     if not (spec.conn.sentinels or is_cluster(client(spec.conn))):
         raise EventBusConnectionError(
             f"{late}: its link to the primary may be down. The task is retried; to read from "
             "the primary, set option 'readFrom' to 'primary' (or give 'sentinels', whose "
             "primary a task falls back to).")
     log.warning("spark-eventbus: %s: reading them from the primary.", late)
-    primary = replace(spec, conn=replace(spec.conn, read_from_replicas=False))
-    yield from _read_pieces(primary, [p for p in part.pieces if p.stream in behind], build)
+    return set(needed) - behind, primary
 
 
 def _read_pieces(spec: ReadSpec, pieces: Sequence[Piece], build: BatchBuilder

@@ -66,6 +66,7 @@ class RangePartition(InputPartition):
     stream: str
     start: str
     end: str
+    hold: str = ""  # readFrom=replica: the last ID of the read, which the replica must hold
 
     def __repr__(self) -> str:
         return f"RangePartition({self.stream!r}, {self.start}..{self.end})"

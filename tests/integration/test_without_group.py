@@ -255,11 +255,12 @@ def _wait_in_sync(primary: Any, replica: Any) -> None:
 
 
 @pytest.mark.server
-def test_read_from_a_replica_by_url_waits_for_a_late_replica_and_never_reads_short(tmp_path):
-    """``readFrom=replica`` with the URL of a replica: the query's reads go there only (the
-    primary runs none); a batch planned past what the replica has (the driver saw a node
-    ahead) is not read short: the task waits for the replica within failoverTimeoutMs, and
-    fails retriably, naming the replica, when it does not catch up."""
+def test_read_from_a_replica_by_url_waits_for_a_late_replica_and_never_reads_short(
+        spark, tmp_path):
+    """``readFrom=replica`` with the URL of a replica: the query's reads, and a batch read's,
+    go there only (the primary runs none); a batch planned past what the replica has (the
+    driver saw a node ahead) is not read short: the task waits for the replica within
+    failoverTimeoutMs, and fails retriably, naming the replica, when it does not catch up."""
     primary = RedisServer(tmp_path / "p").start()
     replica = ReplicaServer(tmp_path / "r", primary.port, priority=10).start()
     try:
@@ -278,6 +279,9 @@ def test_read_from_a_replica_by_url_waits_for_a_late_replica_and_never_reads_sho
         end2 = on_replica.latestOffset(end, ReadMaxRows(200))
         got += _read(on_replica, end, end2)
         assert got == produced and _read_calls(primary) == before
+        batch = (spark.read.format("eventbus").option("url", replica.url)
+                 .option("stream", stream).option("readFrom", "replica").load())
+        assert batch.count() == 300 and _read_calls(primary) == before
 
         _cut(replica)
         later = produce(p, stream, 50, 300)
