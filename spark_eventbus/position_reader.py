@@ -13,8 +13,10 @@ twice: once here for its IDs, once by the tasks).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -59,6 +61,17 @@ SHOWN_STREAMS = 100
 SIZING_READ = 100_000
 
 
+@dataclass(frozen=True)
+class _Ahead:
+    """Where the next batch of a stream ends, found while Spark ran the previous one: the IDs
+    of the ``grant`` entries after ``start`` (up to ``bound``, the stream as ``tail`` was)."""
+
+    start: Position
+    tail: Tail
+    bound: Position
+    ids: list[str]
+
+
 class PositionPlanner:
     """The driver's side of a read without a group: which streams, and where each batch ends.
     Holds nothing that a restart needs: the offsets say it all."""
@@ -75,6 +88,11 @@ class PositionPlanner:
         self.last_tails: dict[str, Tail | None] = {}
         self.last_positions: dict[str, Position] = {}
         self.last_batch_at = time.monotonic()
+        # Look-ahead: while Spark runs a batch cut before a stream's end, a thread finds where
+        # the next one ends (the driver's XRANGE off the critical path); latestOffset joins it
+        self.ahead: dict[str, _Ahead] = {}
+        self.cuts: list[tuple[str, Position, Tail, Position, int]] = []
+        self._ahead_thread: threading.Thread | None = None
 
     def _discover(self) -> list[str]:
         assert self.opts.stream_pattern is not None
@@ -104,6 +122,8 @@ class PositionPlanner:
         to read."""
         o = self.opts
         begin = PositionOffset.from_json(start)
+        self.join_ahead()
+        ahead, self.ahead, self.cuts = self.ahead, {}, []
         self._rediscover()
         found = dict(zip(self.names, tails(self.spec, self.names), strict=True))
         self._vanished(begin, found)
@@ -133,7 +153,7 @@ class PositionPlanner:
         bounds = {n: self._bound(n, t) for n, t in found.items() if n in positions}
         if self._hold_back(limit, positions, bounds):
             return start
-        steps = self._steps(positions, bounds, found, budget)
+        steps = self._steps(positions, bounds, found, budget, ahead)
         ends = dict(positions)
         for name, step in steps.items():
             ends[name] = step.end
@@ -149,7 +169,35 @@ class PositionPlanner:
             self.unrecorded.pop(name, None)
         self.last_positions = ends
         self.last_batch_at = time.monotonic()
+        self._look_ahead()
         return PositionOffset(ends, joined, whole).to_json()
+
+    def _look_ahead(self) -> None:
+        """Start finding where the next batch of each stream cut short in this one ends."""
+        todo = self.cuts
+        if not todo:
+            return
+
+        def work() -> None:
+            try:
+                for name, start, tail, bound, want in todo:
+                    ids: list[str] = []
+                    for page in entries_after(self.spec, name, start.id, bound.id, want,
+                                              MAX_CLAIM_CHUNK):
+                        ids += [text(e[0]) for e in page]
+                    if len(ids) >= want:  # a whole share: the next batch ends there
+                        self.ahead[name] = _Ahead(start, tail, bound, ids)
+            except Exception as exc:  # the next latestOffset reads for itself
+                log.debug("spark-eventbus: the look-ahead failed: %s", exc)
+
+        self._ahead_thread = threading.Thread(target=work, name="eventbus-lookahead",
+                                              daemon=True)
+        self._ahead_thread.start()
+
+    def join_ahead(self) -> None:
+        if self._ahead_thread is not None:
+            self._ahead_thread.join()
+            self._ahead_thread = None
 
     def _vanished(self, begin: PositionOffset, found: dict[str, Tail | None]) -> None:
         """Streams deleted under the query (gone, or no longer found by the pattern) that held
@@ -217,11 +265,14 @@ class PositionPlanner:
                            o.max_trigger_delay_ms)
 
     def _steps(self, positions: dict[str, Position], bounds: dict[str, Position | None],
-               found: dict[str, Tail | None], budget: int | None) -> dict[str, Step]:
+               found: dict[str, Tail | None], budget: int | None,
+               ahead: dict[str, _Ahead]) -> dict[str, Step]:
         """Where each stream's part of the batch ends, within ``budget`` entries and
         ``maxBytesPerTrigger``: shares of the budget by what each stream has, to the bound
-        where it fits, else after the entries that fit (a driver-side ``XRANGE``)."""
-        names = [n for n, b in bounds.items() if b is not None
+        where it fits, else after the entries that fit (a driver-side ``XRANGE``, or what the
+        look-ahead found while the previous batch ran: ``ahead``). Streams cut short are noted
+        in :attr:`cuts` for the next look-ahead."""
+        names = [n for n, b in bounds.items() if b is not None and found[n] is not None
                  and StreamId.parse(b.id) > StreamId.parse(positions[n].id)]
         gaps = [_gap(positions[n], bounds[n]) for n in names]
         if budget is None:
@@ -237,6 +288,13 @@ class PositionPlanner:
                 continue
             if bytes_left is None and (grant is None or (gap is not None and gap <= grant)):
                 steps[name] = to_tail(start, bound)  # nothing read here
+                continue
+            seen = ahead.get(name)
+            if bytes_left is None and grant is not None and seen is not None \
+                    and seen.start == start and len(seen.ids) >= grant:
+                steps[name] = step = after_read(start, seen.tail, seen.bound, seen.ids[:grant],
+                                                False)
+                self.cuts.append((name, step.end, tail, bound, grant))
                 continue
             want = grant if grant is not None else SIZING_READ
             ids: list[str] = []
@@ -256,7 +314,10 @@ class PositionPlanner:
                 if bytes_left is not None and bytes_left <= 0:
                     break
                 continue
-            steps[name] = after_read(start, tail, bound, ids, full and len(ids) < want)
+            reached = full and len(ids) < want
+            steps[name] = after_read(start, tail, bound, ids, reached)
+            if not reached and bytes_left is None and grant is not None:
+                self.cuts.append((name, steps[name].end, tail, bound, grant))
         return steps
 
     def progress(self) -> dict[str, Any]:
@@ -346,4 +407,6 @@ class PositionStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         only."""
 
     def stop(self) -> None:
+        if self._planner is not None:
+            self._planner.join_ahead()
         self._planner = None

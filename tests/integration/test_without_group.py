@@ -55,8 +55,9 @@ def _denied(r: redis.Redis, user: str) -> list[Any]:
 
 def test_batches_cover_each_entry_once_within_the_budget_and_replay_the_same(redis_server):
     """Planned on the driver, read as tasks read: batches of at most maxEntriesPerTrigger
-    over a backlog (the driver finds each end with XRANGE) and then at the stream's end (its
-    count from XINFO STREAM, nothing read); a batch read again gives the same entries."""
+    over a backlog (the driver finds each end with XRANGE, the next one while a batch runs)
+    and then at the stream's end (its count from XINFO STREAM, nothing read); a batch read
+    again gives the same entries."""
     r = redis_server.client()
     stream = f"ng:{uuid.uuid4().hex[:8]}"
     produced = produce(r, stream, 2_500)
@@ -65,9 +66,14 @@ def test_batches_cover_each_entry_once_within_the_budget_and_replay_the_same(red
     got: list[str] = []
     sizes = []
     while True:
+        planner = reader.planner
+        planner.join_ahead()  # what the look-ahead found while the batch "ran"
+        found = planner.ahead.get(stream)
         end = reader.latestOffset(start, ReadMaxRows(1_000))
         if end == start:
             break
+        if found is not None:  # the batch ends where the look-ahead said
+            assert end["streams"][stream].startswith(found.ids[999] + " ")
         batch = _read(reader, start, end)
         assert _read(reader, start, end) == batch  # a replay reads the very same entries
         sizes.append(len(batch))
@@ -75,6 +81,7 @@ def test_batches_cover_each_entry_once_within_the_budget_and_replay_the_same(red
         start = end
     assert sorted(got) == sorted(produced) and len(got) == len(set(got))
     assert sizes == [1_000, 1_000, 500]
+    assert reader.planner.ahead == {}  # the last batch reached the end: nothing to look for
     more = produce(r, stream, 7_000, 2_500)
     end = reader.latestOffset(start, ReadMaxRows(10_000))  # fits: to the stream's end
     assert sorted(_read(reader, start, end)) == sorted(more)
