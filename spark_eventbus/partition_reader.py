@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -29,6 +29,8 @@ from .redisio.tails import wait_for_replica
 from .worker_gc import settle
 
 log = logging.getLogger("spark_eventbus")
+
+T = TypeVar("T")
 
 # Entries per XRANGE page and per Arrow batch: bounds worker memory whatever the batch size.
 # Pages never cross a claimed range.
@@ -50,20 +52,32 @@ def read_slices(part: SlicePartition) -> Iterator[pa.RecordBatch]:
     trip and one Arrow batch for many streams (:func:`read_small`)."""
     settle()
     build = _builder(part.spec)
-    group: list[Slice] = []
-    size = 0  # entries in `group`
-    for sl in part.slices:
-        if sl.reclaimed or sl.count > READ_PAGE:
-            yield from read_small(part, group, build)
-            group, size = [], 0
-            yield from read_slice(part, sl, build)
+    for group, alone in _runs(part.slices, lambda sl: None if sl.reclaimed
+                              or sl.count > READ_PAGE else sl.count):
+        yield from read_small(part, group, build)
+        if alone is not None:
+            yield from read_slice(part, alone, build)
+
+
+def _runs(items: Sequence[T], size: Callable[[T], int | None]
+          ) -> Iterator[tuple[list[T], T | None]]:
+    """``items`` in order as runs to read: small ones together, up to :data:`READ_PAGE`
+    entries (``size``: an item's entries; None for one read alone, in pages), each run followed
+    by the item read alone after it, if any."""
+    group: list[T] = []
+    total = 0
+    for item in items:
+        n = size(item)
+        if n is None:
+            yield group, item
+            group, total = [], 0
             continue
-        if group and size + sl.count > READ_PAGE:
-            yield from read_small(part, group, build)
-            group, size = [], 0
-        group.append(sl)
-        size += sl.count
-    yield from read_small(part, group, build)
+        if group and total + n > READ_PAGE:
+            yield group, None
+            group, total = [], 0
+        group.append(item)
+        total += n
+    yield group, None
 
 
 def read_small(part: SlicePartition, slices: list[Slice], build: BatchBuilder
@@ -219,25 +233,17 @@ def replica_or_primary(spec: ReadSpec, needed: dict[str, str]) -> tuple[set[str]
 
 def _read_pieces(spec: ReadSpec, pieces: Sequence[Piece], build: BatchBuilder
                  ) -> Iterator[pa.RecordBatch]:
-    small: list[Piece] = []
-    size = 0
-    for piece in pieces:
-        if piece.expected is None or piece.expected >= READ_PAGE:
-            yield from _read_small_pieces(spec, small, build)
-            small, size = [], 0
-            replay = StreamReplay(spec.conn, piece.stream)
-            returned = 0
-            for page in replay.pages(f"({piece.after}", piece.last, READ_PAGE):
-                returned += len(page)
-                yield build.build(piece.stream, page, None)
-            _handle_piece_loss(spec, piece, returned)
+    for small, piece in _runs(pieces, lambda p: None if p.expected is None
+                              or p.expected >= READ_PAGE else p.expected):
+        yield from _read_small_pieces(spec, small, build)
+        if piece is None:
             continue
-        if small and size + piece.expected > READ_PAGE:
-            yield from _read_small_pieces(spec, small, build)
-            small, size = [], 0
-        small.append(piece)
-        size += piece.expected
-    yield from _read_small_pieces(spec, small, build)
+        returned = 0
+        for page in StreamReplay(spec.conn, piece.stream).pages(f"({piece.after}", piece.last,
+                                                                 READ_PAGE):
+            returned += len(page)
+            yield build.build(piece.stream, page, None)
+        _handle_piece_loss(spec, piece, returned)
 
 
 def _read_small_pieces(spec: ReadSpec, pieces: list[Piece], build: BatchBuilder
