@@ -21,7 +21,13 @@ from spark_eventbus.position_reader import PositionStreamReader
 from spark_eventbus.positions import PositionOffset
 from tests.harness.redis_sentinel import ReplicaServer
 from tests.harness.redis_server import RedisServer, free_port
-from tests.integration.helpers import checkpoint, input_rows, produce, wait_for
+from tests.integration.helpers import (
+    checkpoint,
+    input_rows,
+    latest_offsets,
+    produce,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -188,6 +194,10 @@ def test_a_read_only_user_streams_a_pattern_exactly_once_across_a_restart(
 
     q = run()
     assert max(input_rows(q)) <= 700 and sum(input_rows(q)) == len(produced)
+    first = latest_offsets(q)[0]["_eventbus"]  # behind after the first batch was planned
+    assert first["streams"] == 50
+    assert first["entriesBehind"] == len(produced) - input_rows(q)[0]
+    assert latest_offsets(q)[-1]["_eventbus"]["entriesBehind"] == 0
     for i, s in enumerate(streams[::7]):
         produced += [f"{s}/{x}" for x in produce(r, s, 30, 10_000 + i * 100)]
     q = run()
