@@ -24,8 +24,9 @@ _SCRIPTS = ("evalsha", "script|load", "script|exists")
 _WAIT = ("wait", "info")
 _WAIT_AOF = ("waitaof",)
 _WRITERS = {"streaming-reader", "sink", "acking-writer", "cli"}
-# redis-py's cluster client reads the topology and the command table at start.
-CLUSTER = ("cluster|slots", "cluster|shards", "command")
+# redis-py's cluster client reads the topology and the command table at start; reading from
+# replicas (readFrom=replica) it puts each connection in READONLY mode.
+CLUSTER = ("cluster|slots", "cluster|shards", "command", "readonly")
 
 ROLES: dict[str, tuple[str, ...]] = {
     # spark.readStream: groups, claims (claim.lua, XREADGROUP, claim_record.lua) and plans
@@ -39,8 +40,9 @@ ROLES: dict[str, tuple[str, ...]] = {
                          "xack", "xrange", "xrevrange", "get", "set", "del", "pttl", "hget",
                          "hexists", "hgetall", "hset", "hdel", "pexpire", "scan", "xtrim", "xlen",
                          *_WAIT),
-    # spark.read: XRANGE of a range, nothing written.
-    "batch-reader": (*_CONNECT, "type", "xrange", "xrevrange"),
+    # spark.read: XRANGE of a range, nothing written; with readFrom=replica a task asks its
+    # replica for the stream's last ID first (XINFO STREAM).
+    "batch-reader": (*_CONNECT, "type", "xrange", "xrevrange", "xinfo|stream"),
     # spark.readStream without a group: each stream's end (XINFO STREAM), the entries where a
     # batch ends before it (XRANGE), streamPattern's SCAN; nothing written.
     "reader-without-group": (*_CONNECT, "xinfo|stream", "xrange", "scan"),

@@ -407,7 +407,7 @@ def parse_reader_options(raw: Mapping[str, Any], *, streaming: bool, warn: bool 
                           "several separated by commas, e.g. .option('stream', 'orders').")
     if "group" not in given:
         _refuse_group_options(given)
-    elif v["read_from_replicas"] and v["group"] is not None:
+    elif v["read_from_replicas"]:  # at load(): schema() parses a read as a batch read
         raise ConfigError("option 'readFrom' = 'replica' is for reads without a consumer group: "
                           "a group's reads (XREADGROUP, acks) are writes, which a replica "
                           "refuses. Leave option 'group' out to read from replicas, or set "

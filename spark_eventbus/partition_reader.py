@@ -22,10 +22,10 @@ from .ids import StreamId
 from .losses import RangeLoss, loss_message, range_loss, skip_message
 from .partitions import PiecePartition, RangePartition, ReadSpec, SlicePartition
 from .planning import Slice
-from .positions import Piece
+from .positions import Piece, trimmed_in
 from .redisio.client import client, is_cluster
 from .redisio.replay import StreamReplay, read_ranges
-from .redisio.tails import wait_for_replica
+from .redisio.tails import tails, wait_for_replica
 from .worker_gc import settle
 
 log = logging.getLogger("spark_eventbus")
@@ -244,6 +244,8 @@ def _read_pieces(spec: ReadSpec, pieces: Sequence[Piece], build: BatchBuilder
             returned += len(page)
             yield build.build(piece.stream, page, None)
         _handle_piece_loss(spec, piece, returned)
+        if piece.whole_range is not None:
+            _handle_head_trim(spec, piece)
 
 
 def _read_small_pieces(spec: ReadSpec, pieces: list[Piece], build: BatchBuilder
@@ -266,6 +268,18 @@ def _read_small_pieces(spec: ReadSpec, pieces: list[Piece], build: BatchBuilder
         yield build.build(names, rows, None)
     for piece, page in zip(pieces, pages, strict=True):
         _handle_piece_loss(spec, piece, len(page))
+
+
+def _handle_head_trim(spec: ReadSpec, piece: Piece) -> None:
+    """The first piece of a range split over several tasks: entries of the whole range that
+    were trimmed from the stream's head before they were read (:func:`.positions.trimmed_in`)
+    are lost like those a piece with a count misses."""
+    assert piece.whole_range is not None
+    trimmed = trimmed_in(piece, tails(spec.conn, [piece.stream])[0])
+    if trimmed:
+        start_added, end_added, last = piece.whole_range
+        whole = replace(piece, last=last, expected=end_added - start_added)
+        _handle_piece_loss(spec, whole, end_added - start_added - trimmed)
 
 
 def _handle_piece_loss(spec: ReadSpec, piece: Piece, returned: int) -> None:

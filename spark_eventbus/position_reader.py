@@ -130,11 +130,15 @@ class PositionPlanner:
         self.last_tails = found
         positions: dict[str, Position] = {}
         joined: dict[str, Position] = {}
+        paused: set[str] = set()  # readFrom=replica: a replica behind the query's position
         for name in self.names:
             if name in begin.streams:
-                positions[name] = begin.streams[name]
-                if self._recreated(name, begin.streams[name], found[name]):
-                    positions[name] = joined[name] = Position("0-0", 0)
+                at = positions[name] = begin.streams[name]
+                again = self._behind(name, at, found[name])
+                if again is None:
+                    paused.add(name)
+                elif again != at:  # recorded at once, as a stream that joins is
+                    positions[name] = joined[name] = again
                 continue
             if name not in self.unrecorded:
                 self.unrecorded[name] = starting_position(o.starting_position.of(name),
@@ -150,8 +154,9 @@ class PositionPlanner:
             budget = limit.max_rows
         elif not isinstance(limit, ReadAllAvailable):
             budget = o.max_entries_per_trigger
-        bounds = {n: self._bound(n, t) for n, t in found.items() if n in positions}
-        if self._hold_back(limit, positions, bounds):
+        bounds = {n: self._bound(n, t) for n, t in found.items()
+                  if n in positions and n not in paused}
+        if not joined and self._hold_back(limit, positions, bounds):
             return start
         steps = self._steps(positions, bounds, found, budget, ahead)
         ends = dict(positions)
@@ -180,7 +185,12 @@ class PositionPlanner:
 
         def work() -> None:
             try:
-                for name, start, tail, bound, want in todo:
+                now = dict(zip([c[0] for c in todo], tails(self.spec, [c[0] for c in todo]),
+                               strict=True))
+                for name, start, _, bound, want in todo:
+                    tail = now[name]  # as the driver's own read does: the stream, then XRANGE
+                    if tail is None:
+                        continue
                     ids: list[str] = []
                     for page in entries_after(self.spec, name, start.id, bound.id, want,
                                               MAX_CLAIM_CHUNK):
@@ -222,25 +232,26 @@ class PositionPlanner:
                                 "on (docs/data-loss.md).")
         log.warning("spark-eventbus: %s Going on without them (failOnDataLoss=false).", message)
 
-    def _recreated(self, name: str, at: Position, tail: Tail | None) -> bool:
-        """A stream whose last ID is below the query's position, or whose entries-added count is
-        below the position's, was deleted and created again under the query: entries the query
-        had not read went with it."""
-        if tail is None or (StreamId.parse(tail.last_id) >= StreamId.parse(at.id)
-                            and (at.added is None or tail.added >= at.added)):
-            return False
-        known = "" if at.added is None else f", {at.added} added"
-        message = (f"stream {name!r} (last ID {tail.last_id}, {tail.added} entries added) is "
-                   f"behind this query's position in it ({at.id}{known}): it was deleted and "
-                   "created again while the query ran, and entries it had not read yet may "
-                   "have gone with it.")
-        if self.opts.fail_on_data_loss:
-            raise DataLossError(
-                f"{message} Set option 'failOnDataLoss' to 'false' to read the new stream "
-                "from its first entry (docs/data-loss.md).")
-        log.warning("spark-eventbus: %s Reading it from its first entry "
-                    "(failOnDataLoss=false).", message)
-        return True
+    def _behind(self, name: str, at: Position, tail: Tail | None) -> Position | None:
+        """A stream whose entries-added count is below the one at the query's position holds
+        less than the query has seen: a failover to a replica that had not received entries
+        the query already read, or the stream deleted and created again. Nothing the query has
+        not read is lost by that (new entries get IDs after the stream's last); it goes on
+        after its position with the count as it is now, and says so once. Reading from
+        replicas, one behind the query is waited for instead: None, nothing read from the
+        stream this trigger."""
+        if tail is None or at.added is None or tail.added >= at.added:
+            return at
+        if self.spec.read_from_replicas:
+            return None
+        log.warning(
+            "spark-eventbus: stream %r has %d entries added (last ID %s), fewer than the %d "
+            "at this query's position %s in it: entries the query already read are no longer "
+            "in it (a failover to a replica that had not received them, or the stream deleted "
+            "and created again). Going on after %s; entries added from now on with explicit "
+            "IDs at or before it would not be read.", name, tail.added, tail.last_id, at.added,
+            at.id, at.id)
+        return Position(at.id, tail.added)
 
     def _bound(self, name: str, tail: Tail | None) -> Position | None:
         """How far this batch may read the stream: its last ID, or under
@@ -310,11 +321,13 @@ class PositionPlanner:
                 if cut < len(page):
                     full = False
                     break
+            reached = full and len(ids) < want
             if not ids:
+                if reached:  # every entry up to the bound was deleted: the batch ends there,
+                    steps[name] = to_tail(start, bound)  # and its task counts them lost
                 if bytes_left is not None and bytes_left <= 0:
                     break
                 continue
-            reached = full and len(ids) < want
             steps[name] = after_read(start, tail, bound, ids, reached)
             if not reached and bytes_left is None and grant is not None:
                 self.cuts.append((name, steps[name].end, tail, bound, grant))

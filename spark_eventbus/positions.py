@@ -197,6 +197,10 @@ class Piece:
     last: str
     expected: int | None
     weight: int  # for packing pieces into tasks
+    # the first piece of a range split in time: the counts at the range's start and end and
+    # its last ID, so that its task counts the entries trimmed from the stream's head before
+    # they were read (the other pieces have no count of their own)
+    whole_range: tuple[int, int, str] | None = None
 
     def __str__(self) -> str:
         return f"{self.stream} ({self.after}, {self.last}]"
@@ -235,12 +239,27 @@ def split_ranges(ranges: Sequence[tuple[str, Position, Position]], num_partition
             continue
         spans = split_id_range(lo.ms, hi.ms, parts)
         after = begin.id
+        counts = (begin.added, to.added, to.id) if begin.added is not None \
+            and to.added is not None else None
         for i, (_, b) in enumerate(spans):
             last = to.id if i == len(spans) - 1 else f"{b}-{_LAST_SEQ}"
             if StreamId.parse(last) > StreamId.parse(after):
-                out.append(Piece(name, after, last, None, max(1, weight // len(spans))))
+                out.append(Piece(name, after, last, None, max(1, weight // len(spans)),
+                                 counts if after == begin.id else None))
             after = last
     return out
+
+
+def trimmed_in(piece: Piece, tail: Tail | None) -> int:
+    """Entries of ``piece``'s whole range trimmed from the stream's head (as ``tail`` shows
+    it, after the piece was read), where that can be counted: the range's counts are known
+    and the stream holds every entry since its first one (nothing deleted inside)."""
+    if piece.whole_range is None or tail is None or not tail.contiguous:
+        return 0
+    if tail.first_id is not None and StreamId.parse(tail.first_id) <= StreamId.parse(piece.after):
+        return 0
+    start_added, end_added, _ = piece.whole_range
+    return max(0, min(tail.added - tail.length, end_added) - start_added)
 
 
 def _span_weight(first: str, last: str) -> int:

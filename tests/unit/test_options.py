@@ -69,6 +69,10 @@ def test_without_a_group_options_that_need_one_are_refused_in_both_modes():
                                  streaming=streaming)
     o = parse_reader_options({"stream": "s", "failOnDataLoss": "false"}, streaming=True)
     assert o.group is None and not o.fail_on_data_loss
+    for streaming in (True, False):  # load() parses a streaming read as a batch read
+        with pytest.raises(ConfigError, match="'readFrom' = 'replica' is for reads without"):
+            parse_reader_options({"stream": "s", "group": "g", "readFrom": "replica"},
+                                 streaming=streaming)
 
 
 def test_a_stream_pattern_replaces_the_stream_list():

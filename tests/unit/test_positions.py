@@ -23,6 +23,7 @@ from spark_eventbus.positions import (
     split_ranges,
     starting_position,
     to_tail,
+    trimmed_in,
 )
 
 # 10 entries 100-0..109-0 added, the first 3 trimmed: 103-0..109-0 held
@@ -111,3 +112,17 @@ def test_small_or_whole_ranges_stay_one_piece_and_tasks_pack_by_weight():
     bins = pack_pieces(split_ranges(many, 2), 2)
     assert [sum(p.weight for p in b) for b in bins] == [80, 70]
     assert bins == pack_pieces(split_ranges(many, 2), 2)  # deterministic
+
+
+def test_the_first_piece_of_a_split_range_counts_what_was_trimmed_from_the_head():
+    r = ("s", Position("100-0", 10), Position("9000-0", 10 + MIN_SPLIT))
+    first, *rest = split_ranges([r], 2)
+    assert first.whole_range == (10, 10 + MIN_SPLIT, "9000-0")
+    assert all(p.whole_range is None for p in rest)
+    held = MIN_SPLIT - 300  # 300 of the range trimmed: the first entry is past the start
+    assert trimmed_in(first, Tail("9000-0", 10 + MIN_SPLIT, held, "200-0", "199-9")) == 300
+    assert trimmed_in(first, Tail("9000-0", 10 + MIN_SPLIT, MIN_SPLIT, "100-1", "0-0")) == 0
+    # a hole inside (XDEL): not counted here
+    assert trimmed_in(first, Tail("9000-0", 10 + MIN_SPLIT, held, "200-0", "500-0")) == 0
+    # trimmed past the whole range and on: at most the range
+    assert trimmed_in(first, Tail("9900-0", 20 + MIN_SPLIT, 5, "9500-0", "9499-0")) == MIN_SPLIT
