@@ -114,8 +114,7 @@ class PositionPlanner:
     def stop_at_tails(self) -> None:
         """``Trigger.AvailableNow``: read each stream up to its last ID now."""
         found = tails(self.spec, self.names)
-        self.stop_at = {n: Position(t.last_id, t.added) for n, t in zip(self.names, found,
-                                                                        strict=True) if t}
+        self.stop_at = {n: t.end for n, t in zip(self.names, found, strict=True) if t}
 
     def plan(self, start: dict, limit: ReadLimit) -> dict:
         """``latestOffset``: the next batch's end offset, or ``start`` when there is nothing
@@ -218,7 +217,7 @@ class PositionPlanner:
             last = self.last_tails.get(name)
             if found.get(name) is None and last is not None \
                     and StreamId.parse(last.last_id) > StreamId.parse(at.id):
-                gone.append((name, behind(at, last)))
+                gone.append((name, behind(at, last.end)))
         if not gone:
             return
         shown = ", ".join(f"{n!r} ({'some' if k is None else k})" for n, k in gone[:10])
@@ -258,7 +257,7 @@ class PositionPlanner:
         ``Trigger.AvailableNow`` its last ID when the trigger began."""
         if self.stop_at is not None:
             return self.stop_at.get(name)
-        return None if tail is None else Position(tail.last_id, tail.added)
+        return None if tail is None else tail.end
 
     def _hold_back(self, limit: ReadLimit, positions: dict[str, Position],
                    bounds: dict[str, Position | None]) -> bool:
@@ -269,7 +268,7 @@ class PositionPlanner:
         if o.min_entries_per_trigger is None or self.stop_at is not None \
                 or isinstance(limit, ReadAllAvailable):
             return False
-        counts = [_gap(positions[n], b) for n, b in bounds.items()]
+        counts = [behind(positions[n], b) for n, b in bounds.items()]
         available = None if None in counts else sum(c or 0 for c in counts)
         waited_ms = (time.monotonic() - self.last_batch_at) * 1000
         return should_wait(o.min_entries_per_trigger, available, waited_ms,
@@ -285,7 +284,7 @@ class PositionPlanner:
         in :attr:`cuts` for the next look-ahead."""
         names = [n for n, b in bounds.items() if b is not None and found[n] is not None
                  and StreamId.parse(b.id) > StreamId.parse(positions[n].id)]
-        gaps = [_gap(positions[n], bounds[n]) for n in names]
+        gaps = [behind(positions[n], bounds[n]) for n in names]
         if budget is None:
             grants: list[int | None] = [None] * len(names)
         else:
@@ -339,7 +338,7 @@ class PositionPlanner:
         rows = []
         for name, at in self.last_positions.items():
             tail = self.last_tails.get(name)
-            rows.append((name, behind(at, tail), at.id))
+            rows.append((name, behind(at, tail.end if tail else None), at.id))
         known = [b for _, b, _ in rows if b is not None]
         rows.sort(key=lambda r: -(r[1] or 0))
         out: dict[str, Any] = {name: {"entriesBehind": b, "position": at}
@@ -350,15 +349,6 @@ class PositionPlanner:
             "entriesBehind": sum(known) if len(known) == len(rows) else None,
             "entriesBehindUnknown": len(rows) - len(known)}
         return out
-
-
-def _gap(start: Position, bound: Position | None) -> int | None:
-    """Entries added after ``start`` up to ``bound`` (None: not known)."""
-    if bound is None or StreamId.parse(bound.id) <= StreamId.parse(start.id):
-        return 0
-    if start.added is None or bound.added is None or bound.added < start.added:
-        return None
-    return bound.added - start.added
 
 
 class PositionStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -67,6 +67,11 @@ class Tail:
     first_id: str | None  # the first entry's ID (None: empty)
     max_deleted: str  # max-deleted-entry-id: "0-0" when nothing was ever deleted or trimmed
 
+    @property
+    def end(self) -> Position:
+        """The stream's last ID, with its count."""
+        return Position(self.last_id, self.added)
+
     def holes_after(self, position: str) -> bool:
         """Whether an entry after ``position`` was ever deleted or trimmed."""
         return StreamId.parse(self.max_deleted) > StreamId.parse(position)
@@ -124,7 +129,7 @@ def starting_position(position: str, tail: Tail | None) -> Position:
             return Position("0-0", 0)
         return Position(position, None)
     if position in ("latest", "$"):
-        return Position(tail.last_id, tail.added)
+        return tail.end
     before_all = Position(
         str(StreamId.parse(tail.first_id).prev()) if tail.first_id else tail.last_id,
         tail.added - tail.length)
@@ -149,9 +154,7 @@ class Step:
 
 def to_tail(start: Position, bound: Position) -> Step:
     """The batch reads the stream up to ``bound`` (its last ID, with the count there)."""
-    expected = None if start.added is None or bound.added is None \
-        else bound.added - start.added
-    return Step(bound, expected)
+    return Step(bound, behind(start, bound))
 
 
 def after_read(start: Position, tail: Tail, bound: Position, ids: Sequence[str],
@@ -177,13 +180,14 @@ def after_read(start: Position, tail: Tail, bound: Position, ids: Sequence[str],
     return Step(Position(end_id, None), None)
 
 
-def behind(start: Position, tail: Tail | None) -> int | None:
-    """Entries added after ``start`` (None: not known): the most a batch to the tail holds."""
-    if tail is None:
+def behind(start: Position, bound: Position | None) -> int | None:
+    """Entries added after ``start`` up to ``bound`` (a stream's end, :attr:`Tail.end`; None:
+    no stream): the most a batch to there holds (None: not known)."""
+    if bound is None or StreamId.parse(bound.id) <= StreamId.parse(start.id):
         return 0
-    if start.added is None or tail.added < start.added:
+    if start.added is None or bound.added is None or bound.added < start.added:
         return None
-    return tail.added - start.added
+    return bound.added - start.added
 
 
 @dataclass(frozen=True)

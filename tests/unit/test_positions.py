@@ -59,8 +59,9 @@ def test_where_a_stream_starts(position, tail, expected):
 def test_a_batch_to_the_end_knows_its_count():
     assert to_tail(Position("103-0", 4), Position("109-0", 10)).expected == 6
     assert to_tail(Position("105-0", None), Position("109-0", 10)).expected is None
-    assert behind(Position("105-0", 6), TRIMMED) == 4
-    assert behind(Position("105-0", None), TRIMMED) is None and behind(Position("1-0"), None) == 0
+    assert behind(Position("105-0", 6), TRIMMED.end) == 4
+    assert behind(Position("105-0", None), TRIMMED.end) is None
+    assert behind(Position("1-0"), None) == behind(Position("109-0", 3), TRIMMED.end) == 0
 
 
 def test_a_batch_cut_before_the_end_counts_only_where_counts_follow_positions():
