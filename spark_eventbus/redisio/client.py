@@ -8,6 +8,7 @@ strings) and call :func:`client` where they run; each Python process keeps one c
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import redis
@@ -95,6 +96,7 @@ class _Cluster(RedisCluster):
     RedisClusterRequestTTL = 48
     window: WindowRetry | None = None  # set once made (redis-py runs commands while making it)
     reads_replicas = False  # option readFrom=replica: :func:`.wire.pipeline` reads replicas
+    map_read_at = 0.0  # when its slot map was last read (readFrom=replica)
 
     def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         # a node named by the caller: no re-routing, so nothing to wait for
@@ -118,6 +120,7 @@ def _cluster_client(spec: ConnectionSpec) -> _Cluster:
     c: _Cluster = _Cluster.from_url(  # type: ignore[assignment]
         _url(spec), retry=inner, **_node_kwargs(spec), **replicas)
     c.reads_replicas = spec.read_from_replicas
+    c.map_read_at = time.monotonic()  # readFrom=replica: wire.fresh_replica_map
     window = WindowRetry(spec.failover_timeout_ms / 1000, (
         redis.RedisError, redis.exceptions.RedisClusterException), cluster_in_flux,
         retry_auth=spec.rotating)

@@ -11,7 +11,7 @@ from .boundary import redis_errors
 from .client import ConnectionSpec, client
 from .group import ConsumerOps, where
 from .streams import text
-from .wire import pipeline, raise_first
+from .wire import fresh_replica_map, pipeline, raise_first
 
 
 def discover(spec: ConnectionSpec, pattern: str, exclude: Sequence[str] = ()) -> list[str]:
@@ -22,6 +22,7 @@ def discover(spec: ConnectionSpec, pattern: str, exclude: Sequence[str] = ()) ->
     r = client(spec)
     where: dict[str, Any] = {}
     if getattr(r, "reads_replicas", False):  # readFrom=replica on a cluster: a replica a shard
+        fresh_replica_map(r)
         where["target_nodes"] = _shard_replicas(r)
     with redis_errors(f"looking for streams matching {pattern!r}", spec):
         found = {text(k) for k in r.scan_iter(match=pattern, count=1000, _type="stream",

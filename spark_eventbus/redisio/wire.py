@@ -22,6 +22,7 @@ part is the figure that counts.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -203,6 +204,23 @@ def command_key(command: Sequence[Any] | Packed) -> Any:
 HOPS = 16
 
 
+# readFrom=replica on a cluster: the slot map is read again when older than this. A replica
+# promoted by a failover serves reads without a redirection, so a map read before it would go
+# on sending reads to the new master.
+REPLICA_MAP_SECONDS = 5.0
+
+
+def fresh_replica_map(r: Any) -> None:
+    """A replica-reading cluster client (:func:`.client.client`, option ``readFrom``): its slot
+    map read again when older than :data:`REPLICA_MAP_SECONDS`."""
+    if not getattr(r, "reads_replicas", False):
+        return
+    now = time.monotonic()
+    if now - getattr(r, "map_read_at", 0.0) > REPLICA_MAP_SECONDS:
+        r.map_read_at = now
+        read_slot_map(r)
+
+
 def _per_node(r: RedisCluster, commands: Sequence[Sequence[Any] | Packed]) -> list[Any]:
     """:func:`pipeline` on a cluster: the commands grouped by the node that serves each key's
     slot, one packed round trip per node. A reply that says the slot moved or is moving, or no
@@ -211,6 +229,7 @@ def _per_node(r: RedisCluster, commands: Sequence[Sequence[Any] | Packed]) -> li
     client's backoff with the slot map read again — until its window (``failoverTimeoutMs``)
     has passed; then the last error reply stays in place, or a connection error is raised."""
     clock = Window(cluster_window(r))
+    fresh_replica_map(r)
     replies: list[Any] = [None] * len(commands)
     todo = list(range(len(commands)))
     ask: dict[int, Any] = {}  # command index -> the node an ASK named
