@@ -53,19 +53,21 @@ def xrange(r: Redis, stream: str, start: str, end: str, count: int) -> list[Any]
                 or [])
 
 
-def xrange_pages(r: Redis, stream: str, start: str, end: str, page: int
-                 ) -> Iterator[list[Any]]:
-    """:func:`xrange` in pages of at most ``page`` entries; each call is bounded, whatever the
-    range."""
-    lo = start
-    while True:
-        got = xrange(r, stream, lo, end, page)
+def xrange_pages(r: Redis, stream: str, start: str, end: str, page: int,
+                 limit: int | None = None) -> Iterator[list[Any]]:
+    """:func:`xrange` in pages of at most ``page`` entries, ``limit`` entries in all (None: the
+    whole range); each call is bounded, whatever the range."""
+    lo, left = start, limit
+    while left is None or left > 0:
+        size = page if left is None else min(page, left)
+        got = xrange(r, stream, lo, end, size)
         if got:
             yield got
-        if len(got) < page:
+        if len(got) < size:
             return
-        last = got[-1][0]
-        lo = "(" + (last.decode() if isinstance(last, bytes) else str(last))
+        if left is not None:
+            left -= len(got)
+        lo = "(" + text(got[-1][0])
 
 
 def read_entries(reply: Any) -> Any:

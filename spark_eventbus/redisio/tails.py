@@ -15,7 +15,7 @@ from ..ids import StreamId
 from ..positions import Tail
 from .boundary import redis_errors
 from .client import client
-from .streams import text, xrange
+from .streams import text, xrange_pages
 from .wire import as_map, is_no_such_key, pipeline
 
 
@@ -71,13 +71,4 @@ def entries_after(spec: ConnectionSpec, stream: str, after: str, last: str, coun
     """At most ``count`` raw entries of ``stream`` after ``after`` up to ``last``, in pages of
     at most ``page`` (each call bounded: no long command on the server)."""
     with redis_errors(f"finding where the next batch of stream {stream!r} ends", spec):
-        r = client(spec)
-        lo, left = f"({after}", count
-        while left > 0:
-            got = xrange(r, stream, lo, last, min(page, left))
-            if got:
-                yield got
-            if len(got) < min(page, left):
-                return
-            left -= len(got)
-            lo = f"({text(got[-1][0])}"
+        yield from xrange_pages(client(spec), stream, f"({after}", last, page, count)
