@@ -16,7 +16,7 @@ from .partition_reader import read_range
 from .partitions import RangePartition, ReadSpec
 from .planning import split_id_range
 from .pushdown import Narrowing, narrowing
-from .redisio import stream_span
+from .redisio import stream_spans
 
 log = logging.getLogger("spark_eventbus")
 
@@ -33,12 +33,11 @@ class EventBusBatchReader(DataSourceReader):
         o = self.options
         conn = self.spec.conn
         parts: list[InputPartition] = []
-        for stream in o.streams:
-            if not self.narrowing.reads(stream):
-                continue
-            span = stream_span(conn, stream, o.start_id.of(stream), o.end_id.of(stream),
-                               "planning a batch read",
-                               f"Server: {conn.display}. Choose another 'stream' option.")
+        streams = [s for s in o.streams if self.narrowing.reads(s)]
+        spans = stream_spans(conn, [(s, o.start_id.of(s), o.end_id.of(s)) for s in streams],
+                             "planning a batch read",
+                             f"Server: {conn.display}. Choose another 'stream' option.")
+        for stream, span in zip(streams, spans, strict=True):
             if span is None:
                 continue
             bounds = self.narrowing.bounds(StreamId.parse(span[0]), StreamId.parse(span[1]))

@@ -95,8 +95,11 @@ class _Cluster(RedisCluster):
 
     RedisClusterRequestTTL = 48
     window: WindowRetry | None = None  # set once made (redis-py runs commands while making it)
-    reads_replicas = False  # option readFrom=replica: :func:`.wire.pipeline` reads replicas
-    map_read_at = 0.0  # when its slot map was last read (readFrom=replica)
+    # option readFrom=replica: :func:`.wire.pipeline` reads replicas (.wire.replica_or_master)
+    reads_replicas = False
+    map_read_at = 0.0  # when its slot map was last read
+    map_lacks_replica = False  # a read since then found a slot the map names no replica for
+    read_masters: set[str]  # the masters read for want of a replica (each said once)
 
     def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         # a node named by the caller: no re-routing, so nothing to wait for
@@ -121,6 +124,7 @@ def _cluster_client(spec: ConnectionSpec) -> _Cluster:
         _url(spec), retry=inner, **_node_kwargs(spec), **replicas)
     c.reads_replicas = spec.read_from_replicas
     c.map_read_at = time.monotonic()  # readFrom=replica: wire.fresh_replica_map
+    c.read_masters = set()
     window = WindowRetry(spec.failover_timeout_ms / 1000, (
         redis.RedisError, redis.exceptions.RedisClusterException), cluster_in_flux,
         retry_auth=spec.rotating)

@@ -11,7 +11,7 @@ from .boundary import redis_errors
 from .client import ConnectionSpec, client
 from .group import ConsumerOps, where
 from .streams import text
-from .wire import fresh_replica_map, pipeline, raise_first
+from .wire import fresh_replica_map, pipeline, raise_first, replica_or_master
 
 
 def discover(spec: ConnectionSpec, pattern: str, exclude: Sequence[str] = ()) -> list[str]:
@@ -33,13 +33,10 @@ def discover(spec: ConnectionSpec, pattern: str, exclude: Sequence[str] = ()) ->
 
 
 def _shard_replicas(r: Any) -> list[Any]:
-    """One node per shard of a cluster: its first replica (as :func:`.wire.pipeline` reads
-    it), or its master while it has none."""
-    nodes: dict[str, Any] = {}
-    for serving in r.nodes_manager.slots_cache.values():
-        node = serving[1] if len(serving) > 1 else serving[0]
-        nodes[node.name] = node
-    return list(nodes.values())
+    """One node per shard of a cluster: its first replica, as :func:`.wire.pipeline` reads it
+    (:func:`.wire.replica_or_master`)."""
+    shards = {serving[0].name: serving for serving in r.nodes_manager.slots_cache.values()}
+    return [replica_or_master(r, serving) for serving in shards.values()]
 
 
 def missing(ops: Sequence[ConsumerOps]) -> list[str]:

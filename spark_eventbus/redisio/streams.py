@@ -115,27 +115,39 @@ def xack(r: Redis, stream: str, group: str, ids: Sequence[str], per_call: int = 
 
 def check_streams(spec: ConnectionSpec, keys: Sequence[tuple[str, str]], what: str) -> None:
     """Each ``(key, fix)`` of ``keys`` is a stream or missing; any other type raises
-    :class:`NotAStreamError` ending with ``fix``. Redis answering is part of the check."""
+    :class:`NotAStreamError` ending with ``fix``. Redis answering is part of the check. One
+    pipelined round trip."""
     with redis_errors(what, spec):
-        r = client(spec)
-        for key, fix in keys:
-            stream_exists(r, key, fix)
+        kinds = raise_first(pipeline(client(spec), [("TYPE", key) for key, _ in keys]))
+        for (key, fix), kind in zip(keys, kinds, strict=True):
+            is_stream_kind(key, text(kind), fix)
 
 
-def stream_span(spec: ConnectionSpec, stream: str, start: str, end: str, what: str, fix: str
-                ) -> tuple[Any, Any] | None:
-    """The IDs of the first and the last entry of ``stream`` within ``start``..``end``
-    (``XRANGE``/``XREVRANGE`` ``COUNT 1``), or ``None`` when there is none or the key is
-    missing; a key of another type raises :class:`NotAStreamError` ending with ``fix``."""
+def stream_spans(spec: ConnectionSpec, ranges: Sequence[tuple[str, str, str]], what: str,
+                 fix: str) -> list[tuple[Any, Any] | None]:
+    """For each ``(stream, start, end)`` of ``ranges``, the IDs of the first and the last entry
+    of ``stream`` within ``start``..``end`` (``XRANGE``/``XREVRANGE`` ``COUNT 1``), or ``None``
+    where there is none or the key is missing; a key of another type raises
+    :class:`NotAStreamError` ending with ``fix``. One pipelined round trip for all of them,
+    routed by :func:`.wire.pipeline` (with ``readFrom=replica``, to replicas)."""
+    if not ranges:
+        return []
+    commands: list[tuple[Any, ...]] = []
+    for stream, start, end in ranges:
+        commands += [("TYPE", stream), ("XRANGE", stream, start, end, "COUNT", 1),
+                     ("XREVRANGE", stream, end, start, "COUNT", 1)]
     with redis_errors(what, spec):
-        r = client(spec)
-        if not stream_exists(r, stream, fix):
-            return None
-        first: Any = r.xrange(stream, start, end, count=1)
-        last: Any = r.xrevrange(stream, end, start, count=1)
-        if not first:
-            return None
-        return first[0][0], last[0][0]
+        replies = pipeline(client(spec), commands)
+        spans: list[tuple[Any, Any] | None] = []
+        for i, (stream, _, _) in enumerate(ranges):
+            kind, first, last = replies[3 * i:3 * i + 3]
+            raise_first([kind])
+            if not is_stream_kind(stream, text(kind), fix):
+                spans.append(None)
+                continue
+            raise_first([first, last])
+            spans.append((first[0][0], last[0][0]) if first and last else None)
+        return spans
 
 
 def ack_entries(spec: ConnectionSpec, stream: str, group: str, ids: Sequence[str],

@@ -208,17 +208,39 @@ HOPS = 16
 # promoted by a failover serves reads without a redirection, so a map read before it would go
 # on sending reads to the new master.
 REPLICA_MAP_SECONDS = 5.0
+# ... and when older than this while it names no replica for a slot read: nodes learn of a
+# replica by gossip (CLUSTER SLOTS lists one only once the node answering knows it has synced),
+# so a map read just after a replica joined or a failover may lack it for a moment.
+REPLICA_MAP_LACKING_SECONDS = 1.0
 
 
 def fresh_replica_map(r: Any) -> None:
     """A replica-reading cluster client (:func:`.client.client`, option ``readFrom``): its slot
-    map read again when older than :data:`REPLICA_MAP_SECONDS`."""
+    map read again when older than :data:`REPLICA_MAP_SECONDS` (:data:`REPLICA_MAP_LACKING_SECONDS`
+    after a read found a slot without a replica: :func:`replica_or_master`)."""
     if not getattr(r, "reads_replicas", False):
         return
     now = time.monotonic()
-    if now - getattr(r, "map_read_at", 0.0) > REPLICA_MAP_SECONDS:
-        r.map_read_at = now
+    age = REPLICA_MAP_LACKING_SECONDS if r.map_lacks_replica else REPLICA_MAP_SECONDS
+    if now - r.map_read_at > age:
+        r.map_read_at, r.map_lacks_replica = now, False
         read_slot_map(r)
+
+
+def replica_or_master(r: Any, serving: Sequence[ClusterNode]) -> ClusterNode:
+    """readFrom=replica: of a slot's nodes in the slot map (its master first), the first
+    replica, the same one for every call; while the map names none, the master — said once per
+    master in a warning, and the map is read again sooner (:func:`fresh_replica_map`)."""
+    if len(serving) > 1:
+        return serving[1]
+    master = serving[0]
+    r.map_lacks_replica = True
+    if master.name not in r.read_masters:
+        r.read_masters.add(master.name)
+        log.warning("spark-eventbus: readFrom=replica: the cluster names no replica of master "
+                    "%s (none, or one it does not know to have synced yet); the streams it "
+                    "serves are read from it until it does.", master.name)
+    return master
 
 
 def _per_node(r: RedisCluster, commands: Sequence[Sequence[Any] | Packed]) -> list[Any]:
@@ -306,18 +328,28 @@ def _by_node(r: RedisCluster, commands: Sequence[Sequence[Any] | Packed], todo: 
     """``todo``'s command indexes grouped by node: the node an ``ASK`` named, else the one the
     slot map names for the command's key (any node for a command without one)."""
     groups: dict[str, tuple[Any, list[int]]] = {}  # by name: redis-py 5's nodes do not hash
-    # option readFrom=replica (a client that sends only reads): the slot's first replica, the
-    # same one for every call, else its master
-    replica = getattr(r, "reads_replicas", False)
+    replica = getattr(r, "reads_replicas", False)  # readFrom=replica: a client that only reads
     for i in todo:
         node = ask.get(i)
         if node is None:
             ask.pop(i, None)
             key = command_key(commands[i])
-            node = r.get_default_node() if key is None else (
-                replica and r.get_node_from_key(key, replica=True)) or r.get_node_from_key(key)
+            if key is None:
+                node = r.get_default_node()
+            elif replica:
+                node = replica_or_master(r, _serving(r, key))
+            else:
+                node = r.get_node_from_key(key)
         groups.setdefault(node.name, (node, []))[1].append(i)
     return groups
+
+
+def _serving(r: RedisCluster, key: str) -> Sequence[ClusterNode]:
+    """The nodes of ``key``'s slot in the slot map, its master first."""
+    serving = r.nodes_manager.slots_cache.get(r.keyslot(key))
+    if not serving:
+        raise SlotNotCoveredError(f'Slot "{r.keyslot(key)}" is not covered by the cluster.')
+    return serving
 
 
 def on_slot(r: RedisCluster, key: str, job: Callable[[redis.Redis], T]) -> T:

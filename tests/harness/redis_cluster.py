@@ -110,7 +110,26 @@ class RedisClusterServer:
             raise RuntimeError(f"redis-cli --cluster create failed: {out.stdout}{out.stderr}")
         self.wait_ok()
         self.wait_replicated()
+        self.wait_agreed()
         return self
+
+    def wait_agreed(self, timeout: float = 60) -> None:
+        """Every live node's ``CLUSTER SLOTS`` lists each master's ``replicas`` replicas: a node
+        learns by gossip that another shard's replica has synced, and lists it only then, so a
+        client's slot map read from it before would know no replica there."""
+        deadline = time.monotonic() + timeout
+        views: list[Any] = []
+        while time.monotonic() < deadline:
+            try:
+                views = [[len(r) - 3 for r in n.client(socket_timeout=2).execute_command(
+                    "CLUSTER", "SLOTS")] for n in self.nodes if n.proc is not None]
+                if all(v and min(v) >= self.replicas for v in views):
+                    return
+            except redis.RedisError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"the test cluster's nodes do not all list every replica "
+                           f"(replicas per slot range, node by node: {views})")
 
     def wait_replicated(self, timeout: float = 60) -> None:
         """Every master has its ``replicas`` replicas online (synced)."""
@@ -189,6 +208,7 @@ class RedisClusterServer:
                 time.sleep(0.1)
             else:
                 raise AssertionError(f"{killed.port} did not rejoin as a replica")
+            self.wait_agreed(max(1.0, deadline - time.monotonic()))
         return killed, promoted
 
     def client(self) -> RedisCluster:

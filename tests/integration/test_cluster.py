@@ -580,3 +580,31 @@ def test_with_no_window_a_cluster_pipeline_still_follows_moved(redis_cluster, na
     redis_cluster.move_slot(slot, other)
     assert pipeline(r, [("XLEN", stream), ("XLEN", f"{{mv{names['tag']}}}:none")]) == [1, 0]
     assert pipeline(r, [("XLEN", stream)]) == [1]  # the map was read again: no MOVED now
+
+
+def test_read_from_replicas_on_a_cluster_without_replicas_reads_each_master_and_says_so(
+        redis_cluster, names, caplog):
+    """``readFrom=replica`` where the slot map names no replica (this cluster has none; a
+    fresh one lists its replicas only once its nodes have gossiped that they synced): each
+    stream is read from its master, which a warning names once per master, however many
+    reads; and the map is to be read again soon (not after the usual 5 s)."""
+    import logging
+
+    from spark_eventbus.redisio.discovery import discover
+    from spark_eventbus.redisio.tails import tails
+
+    r = redis_cluster.client()
+    streams = _spread(redis_cluster, f"nr{names['tag']}", per_node=1)
+    for s in streams:
+        produce(r, s, 3)
+    spec = ConnectionSpec(url=redis_cluster.url, read_from_replicas=True)
+    with caplog.at_level(logging.WARNING, logger="spark_eventbus"):
+        assert discover(spec, f"nr{names['tag']}:*") == sorted(streams)
+        for _ in range(2):
+            assert [t.length for t in tails(spec, streams) if t is not None] == [3, 3, 3]
+    said = [m for m in caplog.messages if "names no replica of master" in m]
+    assert sorted(said) == sorted(
+        f"spark-eventbus: readFrom=replica: the cluster names no replica of master "
+        f"127.0.0.1:{n.port} (none, or one it does not know to have synced yet); the streams "
+        f"it serves are read from it until it does." for n in redis_cluster.masters())
+    assert client(spec).map_lacks_replica

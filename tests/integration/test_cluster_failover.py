@@ -57,8 +57,9 @@ def _producer(cluster: RedisClusterServer, streams: list[str], total: int,
 def test_read_from_replicas_on_a_cluster_runs_no_read_on_a_master(spark, ha_cluster, names,
                                                                  tmp_path):
     """A read without a group with ``readFrom=replica`` on a cluster, its streams found by
-    pattern: every stream on every shard read in full, and the masters ran no read command
-    (``INFO commandstats``: XRANGE, XINFO, SCAN)."""
+    pattern, streaming and then a batch read: every stream on every shard read in full, and the
+    masters ran no read command (``INFO commandstats``: XRANGE, XREVRANGE, XINFO, SCAN, TYPE;
+    whatever redis-py's own list of read commands holds: each client version's differs)."""
     from tests.integration.helpers import produce, run_available_now
     from tests.integration.test_without_group import _read_calls
 
@@ -75,6 +76,10 @@ def test_read_from_replicas_on_a_cluster_runs_no_read_on_a_master(spark, ha_clus
           .option("startingPosition", "earliest").option("maxEntriesPerTrigger", "500").load())
     rows, _ = run_available_now(df, tmp_path)
     assert Counter(f"{row['stream']}/{row['id']}" for row in rows) == Counter(produced)
+    assert [_read_calls(m) for m in masters] == before
+    batch = (spark.read.format("eventbus").option("url", c.url).option("stream", ",".join(streams))
+             .option("readFrom", "replica").load())
+    assert Counter(f"{row['stream']}/{row['id']}" for row in batch.collect()) == Counter(produced)
     assert [_read_calls(m) for m in masters] == before
 
 

@@ -278,12 +278,15 @@ def test_a_restart_before_the_first_batch_commits_replays_it_from_its_offset(red
     assert again.latestOffset(end, ReadMaxRows(100)) == end
 
 
+READS = ("xrange", "xrevrange", "xinfo|stream", "xinfo", "scan", "type")
+
+
 def _read_calls(node: Any) -> int:
-    """``XRANGE``, ``XINFO`` and ``SCAN`` calls the server ``node`` has run
+    """The read commands a read without a group sends (:data:`READS`: ``XRANGE``,
+    ``XREVRANGE``, ``XINFO``, ``SCAN``, ``TYPE``) that the server ``node`` has run
     (``INFO commandstats``)."""
     stats = node.client().info("commandstats")
-    return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0))
-               for c in ("xrange", "xinfo|stream", "xinfo", "scan"))
+    return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in READS)
 
 
 def _cut(replica: Any) -> None:
