@@ -120,6 +120,12 @@ class BatchOffset:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BatchOffset:
         version = data.get("v")
+        if data.get("kind") is not None:  # positions.PositionOffset's: a read without a group
+            raise EventBusError(
+                f"checkpoint offset {dict(data)!r} was written by a spark-eventbus read without "
+                "a consumer group (option 'group' not given), and this query reads with one: a "
+                "checkpoint belongs to one way of reading. Start the query with a new "
+                "checkpointLocation, or give it the options it was started with.")
         if version != VERSION:
             raise EventBusError(
                 f"checkpoint offset {dict(data)!r} was written by another version of "

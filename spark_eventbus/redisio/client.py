@@ -7,6 +7,7 @@ strings) and call :func:`client` where they run; each Python process keeps one c
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -26,6 +27,8 @@ from .boundary import translate
 from .credentials import provider_for, url_user
 from .retry import RETRY_ON, WindowRetry, cluster_in_flux, ttl_exhausted
 from .wire import read_slot_map
+
+log = logging.getLogger("spark_eventbus")
 
 # The cluster client's own immediate tries (it re-reads the slot map between them); the
 # waiting between tries is the client's window (``failoverTimeoutMs``), :class:`_Cluster`.
@@ -224,6 +227,9 @@ def _sentinel_client(spec: ConnectionSpec) -> redis.Redis:
         sentinel_kwargs.update({k: v for k, v in node.items() if k.startswith("ssl_")})
     sentinel = Sentinel(list(spec.sentinels), sentinel_kwargs=sentinel_kwargs)
     _find_master(spec, sentinel)
+    if spec.read_from_replicas and not sentinel.discover_slaves(spec.sentinel_master):
+        log.warning("spark-eventbus: readFrom=replica: the sentinels name no replica of %r "
+                    "that is up; its primary is read until they do.", spec.sentinel_master)
     retry = WindowRetry(spec.failover_timeout_ms / 1000, retry_auth=spec.rotating)
     retry.answered = True  # the sentinels did: a primary being failed over is waited for
     assert spec.sentinel_master is not None

@@ -426,3 +426,26 @@ def test_read_from_replicas_through_sentinel_spares_the_primary_and_reads_it_whe
         for replica in t.replicas:
             replica.client().replicaof("127.0.0.1", str(t.primary.port))
         t.wait_replicated(len(t.replicas))
+
+
+def test_read_from_replicas_through_sentinel_without_a_replica_reads_the_primary_and_says_so(
+        tmp_path, names, caplog):
+    """``readFrom=replica`` through sentinels that know no replica of the master (redis-py's
+    replica pool then falls back to the primary): the read is served by the primary, and the
+    client says so when it is made, naming the master."""
+    from spark_eventbus.connection import ConnectionSpec
+    from spark_eventbus.redisio.tails import tails
+
+    t = SentinelTopology(tmp_path / "alone", replicas=0, sentinels=1).start()
+    try:
+        produce(t.primary.client(), names["stream"], 5)
+        spec = ConnectionSpec("redis:///0", sentinels=(("127.0.0.1", t.sentinels[0].port),),
+                              sentinel_master=MASTER, read_from_replicas=True)
+        with caplog.at_level(logging.WARNING, logger="spark_eventbus"):
+            found = tails(spec, [names["stream"]])
+        assert [x.length for x in found if x is not None] == [5]
+        said = (f"readFrom=replica: the sentinels name no replica of {MASTER!r} that is up; "
+                "its primary is read until they do.")
+        assert [m for m in caplog.messages if said in m] != []
+    finally:
+        t.stop()

@@ -30,7 +30,7 @@ from spark_eventbus.positions import (
 TRIMMED = Tail("109-0", 10, 7, "103-0", "102-0")
 
 
-def test_offsets_round_trip_with_a_fixed_key_order_and_refuse_a_group_readers():
+def test_offsets_round_trip_with_a_fixed_key_order_and_each_reader_refuses_the_others():
     o = PositionOffset({"b": Position("5-0", 3), "a": Position("7-1")},
                        {"a": Position("0-0", 0)}, frozenset({"b"}))
     data = o.to_json()
@@ -39,6 +39,10 @@ def test_offsets_round_trip_with_a_fixed_key_order_and_refuse_a_group_readers():
     assert PositionOffset().to_json() == {"v": 1, "kind": "positions", "streams": {}}
     with pytest.raises(EventBusError, match="new checkpointLocation"):
         PositionOffset.from_json(BatchOffset("run", 1, {}).to_json())
+    # and the other way: a group read given the checkpoint of a read without a group
+    with pytest.raises(EventBusError, match=r"without a consumer group .* reads with one.*"
+                                            r"new checkpointLocation"):
+        BatchOffset.from_json(data)
 
 
 @pytest.mark.parametrize(("position", "tail", "expected"), [
