@@ -236,12 +236,18 @@ class PositionPlanner:
         less than the query has seen: a failover to a replica that had not received entries
         the query already read, or the stream deleted and created again. Nothing the query has
         not read is lost by that (new entries get IDs after the stream's last); it goes on
-        after its position with the count as it is now, and says so once. Reading from
-        replicas, one behind the query is waited for instead: None, nothing read from the
-        stream this trigger."""
+        after its position, says so once, and counts again from the end of the next batch that
+        reads to the stream's end: how many of the entries now there come after the position
+        is not known (a new stream's entries may already lie past it, and are read at once).
+        Reading from replicas, a replica that has not reached the position's ID may only be
+        late: it is waited for instead (None, nothing read from the stream this trigger), as
+        there is nothing after the position on it to read anyway; one that holds an entry past
+        the position is not late (replication is in order: it would hold at least as many
+        entries as were added up to the position)."""
         if tail is None or at.added is None or tail.added >= at.added:
             return at
-        if self.spec.read_from_replicas:
+        if self.spec.read_from_replicas \
+                and StreamId.parse(tail.last_id) < StreamId.parse(at.id):
             return None
         log.warning(
             "spark-eventbus: stream %r has %d entries added (last ID %s), fewer than the %d "
@@ -250,7 +256,7 @@ class PositionPlanner:
             "and created again). Going on after %s; entries added from now on with explicit "
             "IDs at or before it would not be read.", name, tail.added, tail.last_id, at.added,
             at.id, at.id)
-        return Position(at.id, tail.added)
+        return Position(at.id)
 
     def _bound(self, name: str, tail: Tail | None) -> Position | None:
         """How far this batch may read the stream: its last ID, or under

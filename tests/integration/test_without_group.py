@@ -156,12 +156,17 @@ def test_a_stream_behind_the_position_goes_on_after_it_and_a_deleted_one_is_repo
     after = reader.latestOffset(anchored, ReadMaxRows(100))
     assert _read(reader, anchored, after) == later and lower[0] not in later
     assert json.loads(json.dumps(after))["streams"][stream].endswith(" 8")  # 3 + 5 added
+    r.delete(stream)  # created again, its entries already past the position: read at once,
+    again = produce(r, stream, 2, 20)  # not held back until 8 entries were added again
+    anchored = reader.latestOffset(after, ReadMaxRows(100))
+    assert _read(reader, after, anchored) == again
+    assert json.loads(json.dumps(anchored))["streams"][stream].endswith(" 2")  # counted again
     produce(r, stream, 4, 5)
-    assert reader.latestOffset(after, ReadMaxRows(1)) != after  # it looks: 4 unread
+    assert reader.latestOffset(anchored, ReadMaxRows(1)) != anchored  # it looks: 4 unread
     r.delete(stream)
     with pytest.raises(DataLossError, match=r"deleted .* never read: 'ng:\w+' \(4\)"):
-        reader.latestOffset(after, ReadMaxRows(100))
-    assert reader.latestOffset(after, ReadMaxRows(100)) is after  # said once: goes on
+        reader.latestOffset(anchored, ReadMaxRows(100))
+    assert reader.latestOffset(anchored, ReadMaxRows(100)) is anchored  # said once: goes on
 
 
 def test_entries_trimmed_from_a_range_split_over_tasks_are_counted_by_its_first_task(
@@ -341,6 +346,16 @@ def test_read_from_a_replica_by_url_waits_for_a_late_replica_and_never_reads_sho
         before = _read_calls(primary)
         assert _read(patient, end2, ahead) == later
         assert _read_calls(primary) == before
+
+        # Created again with fewer entries than the query saw (as after a failover that lost
+        # entries it had read): a replica that holds an entry past the position is not late,
+        # so the query goes on and reads it (no wait until as many entries were added again).
+        _wait_in_sync(primary, replica)
+        p.delete(stream)
+        again = produce(p, stream, 3, 400)
+        _wait_in_sync(primary, replica)
+        anchored = patient.latestOffset(ahead, ReadMaxRows(1_000))
+        assert _read(patient, ahead, anchored) == again
     finally:
         replica.stop()
         primary.stop()
