@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -93,6 +93,9 @@ class PositionPlanner:
         self.ahead: dict[str, _Ahead] = {}
         self.cuts: list[tuple[str, Position, Tail, Position, int]] = []
         self._ahead_thread: threading.Thread | None = None
+        # readFrom=replica: streams whose replica is behind the query's position (not read
+        # until it reaches it), since when, and whether that was said
+        self.paused: dict[str, tuple[float, bool]] = {}
 
     def _discover(self) -> list[str]:
         assert self.opts.stream_pattern is not None
@@ -143,6 +146,7 @@ class PositionPlanner:
                 self.unrecorded[name] = starting_position(o.starting_position.of(name),
                                                           found[name])
             positions[name] = joined[name] = self.unrecorded[name]
+        self._say_paused(paused, positions, found)
         if o.stream_pattern is not None:  # streams deleted under a pattern leave
             positions = {n: p for n, p in positions.items() if found[n] is not None}
             joined = {n: p for n, p in joined.items() if found[n] is not None}
@@ -218,6 +222,10 @@ class PositionPlanner:
             if found.get(name) is None and last is not None \
                     and StreamId.parse(last.last_id) > StreamId.parse(at.id):
                 gone.append((name, behind(at, last.end)))
+        if gone and self.spec.read_from_replicas:  # one replica may lack what another had
+            primary = replace(self.spec, read_from_replicas=False)
+            there = tails(primary, [n for n, _ in gone])
+            gone = [g for g, tail in zip(gone, there, strict=True) if tail is None]
         if not gone:
             return
         shown = ", ".join(f"{n!r} ({'some' if k is None else k})" for n, k in gone[:10])
@@ -253,10 +261,30 @@ class PositionPlanner:
             "spark-eventbus: stream %r has %d entries added (last ID %s), fewer than the %d "
             "at this query's position %s in it: entries the query already read are no longer "
             "in it (a failover to a replica that had not received them, or the stream deleted "
-            "and created again). Going on after %s; entries added from now on with explicit "
-            "IDs at or before it would not be read.", name, tail.added, tail.last_id, at.added,
+            "and created again). Going on after %s: entries it holds or is given with IDs at "
+            "or before it (explicit IDs) are not read.", name, tail.added, tail.last_id, at.added,
             at.id, at.id)
         return Position(at.id)
+
+    def _say_paused(self, paused: set[str], positions: dict[str, Position],
+                    found: dict[str, Tail | None]) -> None:
+        """A stream paused for longer than ``failoverTimeoutMs`` (its replica still behind
+        the query's position) is said once, until it reads again."""
+        now = time.monotonic()
+        self.paused = {n: self.paused.get(n, (now, False)) for n in paused}
+        for name, (since, said) in self.paused.items():
+            if said or (now - since) * 1000 <= self.spec.failover_timeout_ms:
+                continue
+            self.paused[name] = (since, True)
+            tail = found[name]
+            log.warning(
+                "spark-eventbus: stream %r: the replica read through %s has been behind this "
+                "query's position %s for over failoverTimeoutMs (%d ms; its last ID: %s). "
+                "Nothing is read from the stream until it gets there: a replica that lags is "
+                "waited for. (Were the stream created again on the primary with explicit IDs "
+                "at or before the position, those entries would not be read.)", name,
+                self.spec.display, positions[name].id, self.spec.failover_timeout_ms,
+                tail.last_id if tail is not None else "none")
 
     def _bound(self, name: str, tail: Tail | None) -> Position | None:
         """How far this batch may read the stream: its last ID, or under

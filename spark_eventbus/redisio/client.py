@@ -26,7 +26,7 @@ from .base import Redis
 from .boundary import translate
 from .credentials import provider_for, url_user
 from .retry import RETRY_ON, WindowRetry, cluster_in_flux, ttl_exhausted
-from .wire import read_slot_map
+from .wire import REPLICA_MAP_LACKING_SECONDS, read_slot_map
 
 log = logging.getLogger("spark_eventbus")
 
@@ -101,7 +101,7 @@ class _Cluster(RedisCluster):
     # option readFrom=replica: :func:`.wire.pipeline` reads replicas (.wire.replica_or_master)
     reads_replicas = False
     map_read_at = 0.0  # when its slot map was last read
-    map_lacks_replica = False  # a read since then found a slot the map names no replica for
+    lacking_wait = 0.0  # a slot without a replica: the map read again when older than this
     read_masters: set[str]  # the masters read for want of a replica (each said once)
 
     def execute_command(self, *args: Any, **kwargs: Any) -> Any:
@@ -127,6 +127,7 @@ def _cluster_client(spec: ConnectionSpec) -> _Cluster:
         _url(spec), retry=inner, **_node_kwargs(spec), **replicas)
     c.reads_replicas = spec.read_from_replicas
     c.map_read_at = time.monotonic()  # readFrom=replica: wire.fresh_replica_map
+    c.lacking_wait = REPLICA_MAP_LACKING_SECONDS
     c.read_masters = set()
     window = WindowRetry(spec.failover_timeout_ms / 1000, (
         redis.RedisError, redis.exceptions.RedisClusterException), cluster_in_flux,
@@ -227,9 +228,8 @@ def _sentinel_client(spec: ConnectionSpec) -> redis.Redis:
         sentinel_kwargs.update({k: v for k, v in node.items() if k.startswith("ssl_")})
     sentinel = Sentinel(list(spec.sentinels), sentinel_kwargs=sentinel_kwargs)
     _find_master(spec, sentinel)
-    if spec.read_from_replicas and not sentinel.discover_slaves(spec.sentinel_master):
-        log.warning("spark-eventbus: readFrom=replica: the sentinels name no replica of %r "
-                    "that is up; its primary is read until they do.", spec.sentinel_master)
+    if spec.read_from_replicas:
+        _check_replicas_named(spec, sentinel)
     retry = WindowRetry(spec.failover_timeout_ms / 1000, retry_auth=spec.rotating)
     retry.answered = True  # the sentinels did: a primary being failed over is waited for
     assert spec.sentinel_master is not None
@@ -243,6 +243,34 @@ def _sentinel_client(spec: ConnectionSpec) -> redis.Redis:
     if isinstance(provider, StreamingCredentialProvider):  # as redis-py does for its own pools
         provider.on_next(primary.connection_pool.re_auth_callback)
     return primary
+
+
+def _check_replicas_named(spec: ConnectionSpec, sentinel: Sentinel) -> None:
+    """readFrom=replica through Sentinel: redis-py asks the sentinels for the master's replicas
+    (``SENTINEL SLAVES``) at every new connection, and connects to the primary when none
+    answers with one. A sentinel user not allowed to ask is a configuration error (every read
+    would go to the primary, unsaid); no replica up is said in a warning."""
+    denied: list[str] = []
+    for (host, port), s in zip(spec.sentinels, sentinel.sentinels, strict=True):
+        try:
+            replicas = s.sentinel_slaves(spec.sentinel_master)
+        except redis.exceptions.NoPermissionError:
+            denied.append(f"{host}:{port}")
+            continue
+        except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
+            continue
+        if sentinel.filter_slaves(replicas):
+            return
+    if denied:
+        raise ConfigError(
+            f"{spell('readFrom', spec.style)} = 'replica', but the sentinel(s) at "
+            f"{', '.join(denied)} refused this user SENTINEL SLAVES (NOPERM), which names the "
+            "master's replicas: every read would go to the primary. Add +sentinel|slaves to "
+            "the sentinels' ACL rule for the user "
+            f"({spell('sentinelUsername', spec.style)}; docs/high-availability.md, ACL), or "
+            f"read the primary ({spell('readFrom', spec.style)} = 'primary').")
+    log.warning("spark-eventbus: readFrom=replica: the sentinels name no replica of %r that is "
+                "up; its primary is read until they do.", spec.sentinel_master)
 
 
 def _find_master(spec: ConnectionSpec, sentinel: Sentinel) -> None:

@@ -35,8 +35,9 @@ def discover(spec: ConnectionSpec, pattern: str, exclude: Sequence[str] = ()) ->
 def _shard_replicas(r: Any) -> list[Any]:
     """One node per shard of a cluster: its first replica, as :func:`.wire.pipeline` reads it
     (:func:`.wire.replica_or_master`)."""
-    shards = {serving[0].name: serving for serving in r.nodes_manager.slots_cache.values()}
-    return [replica_or_master(r, serving) for serving in shards.values()]
+    slots = {serving[0].name: slot for slot, serving in r.nodes_manager.slots_cache.items()}
+    nodes = (replica_or_master(r, slot) for slot in slots.values())
+    return list({node.name: node for node in nodes}.values())
 
 
 def missing(ops: Sequence[ConsumerOps]) -> list[str]:

@@ -208,39 +208,57 @@ HOPS = 16
 # promoted by a failover serves reads without a redirection, so a map read before it would go
 # on sending reads to the new master.
 REPLICA_MAP_SECONDS = 5.0
-# ... and when older than this while it names no replica for a slot read: nodes learn of a
-# replica by gossip (CLUSTER SLOTS lists one only once the node answering knows it has synced),
-# so a map read just after a replica joined or a failover may lack it for a moment.
+# ... and, at the moment a read finds a slot the map names no replica for, when older than this
+# (doubled at each such read again that still finds none, up to REPLICA_MAP_SECONDS): nodes
+# learn of a replica by gossip (CLUSTER SLOTS lists one only once the node answering knows it
+# has synced, measured at up to ~3.5 s after a cluster was made), so a map read just after a
+# replica joined may lack it for a moment.
 REPLICA_MAP_LACKING_SECONDS = 1.0
 
 
 def fresh_replica_map(r: Any) -> None:
     """A replica-reading cluster client (:func:`.client.client`, option ``readFrom``): its slot
-    map read again when older than :data:`REPLICA_MAP_SECONDS` (:data:`REPLICA_MAP_LACKING_SECONDS`
-    after a read found a slot without a replica: :func:`replica_or_master`)."""
+    map read again when older than :data:`REPLICA_MAP_SECONDS`."""
     if not getattr(r, "reads_replicas", False):
         return
     now = time.monotonic()
-    age = REPLICA_MAP_LACKING_SECONDS if r.map_lacks_replica else REPLICA_MAP_SECONDS
-    if now - r.map_read_at > age:
-        r.map_read_at, r.map_lacks_replica = now, False
+    if now - r.map_read_at > REPLICA_MAP_SECONDS:
+        r.map_read_at = now
         read_slot_map(r)
 
 
-def replica_or_master(r: Any, serving: Sequence[ClusterNode]) -> ClusterNode:
-    """readFrom=replica: of a slot's nodes in the slot map (its master first), the first
-    replica, the same one for every call; while the map names none, the master — said once per
-    master in a warning, and the map is read again sooner (:func:`fresh_replica_map`)."""
+def replica_or_master(r: Any, slot: int) -> ClusterNode:
+    """readFrom=replica: the first replica the slot map names for ``slot``, the same one for
+    every call. Where it names none, the map is read again first if it is older than
+    :data:`REPLICA_MAP_LACKING_SECONDS` (that wait doubling while it still names none); then
+    the slot's master, said once per master in a warning."""
+    serving = _serving(r, slot)
     if len(serving) > 1:
         return serving[1]
+    now = time.monotonic()
+    if now - r.map_read_at > r.lacking_wait:
+        r.map_read_at = now
+        read_slot_map(r)
+        serving = _serving(r, slot)
+        if len(serving) > 1:
+            r.lacking_wait = REPLICA_MAP_LACKING_SECONDS
+            return serving[1]
+        r.lacking_wait = min(REPLICA_MAP_SECONDS, r.lacking_wait * 2)
     master = serving[0]
-    r.map_lacks_replica = True
     if master.name not in r.read_masters:
         r.read_masters.add(master.name)
         log.warning("spark-eventbus: readFrom=replica: the cluster names no replica of master "
                     "%s (none, or one it does not know to have synced yet); the streams it "
                     "serves are read from it until it does.", master.name)
     return master
+
+
+def _serving(r: RedisCluster, slot: int) -> Sequence[ClusterNode]:
+    """The nodes of ``slot`` in the slot map, its master first."""
+    serving = r.nodes_manager.slots_cache.get(slot)
+    if not serving:
+        raise SlotNotCoveredError(f'Slot "{slot}" is not covered by the cluster.')
+    return serving
 
 
 def _per_node(r: RedisCluster, commands: Sequence[Sequence[Any] | Packed]) -> list[Any]:
@@ -337,19 +355,11 @@ def _by_node(r: RedisCluster, commands: Sequence[Sequence[Any] | Packed], todo: 
             if key is None:
                 node = r.get_default_node()
             elif replica:
-                node = replica_or_master(r, _serving(r, key))
+                node = replica_or_master(r, r.keyslot(key))
             else:
                 node = r.get_node_from_key(key)
         groups.setdefault(node.name, (node, []))[1].append(i)
     return groups
-
-
-def _serving(r: RedisCluster, key: str) -> Sequence[ClusterNode]:
-    """The nodes of ``key``'s slot in the slot map, its master first."""
-    serving = r.nodes_manager.slots_cache.get(r.keyslot(key))
-    if not serving:
-        raise SlotNotCoveredError(f'Slot "{r.keyslot(key)}" is not covered by the cluster.')
-    return serving
 
 
 def on_slot(r: RedisCluster, key: str, job: Callable[[redis.Redis], T]) -> T:

@@ -587,17 +587,24 @@ def test_read_from_replicas_on_a_cluster_without_replicas_reads_each_master_and_
     """``readFrom=replica`` where the slot map names no replica (this cluster has none; a
     fresh one lists its replicas only once its nodes have gossiped that they synced): each
     stream is read from its master, which a warning names once per master, however many
-    reads; and the map is to be read again soon (not after the usual 5 s)."""
+    reads; and later reads read the slot map again first (after a wait of 1 s, doubling, not
+    only every 5 s), once, not for every slot."""
     import logging
 
     from spark_eventbus.redisio.discovery import discover
     from spark_eventbus.redisio.tails import tails
 
+    def map_reads() -> int:
+        return sum(int(n.client().info("commandstats").get("cmdstat_cluster|slots", {})
+                       .get("calls", 0)) for n in redis_cluster.nodes)
+
     r = redis_cluster.client()
     streams = _spread(redis_cluster, f"nr{names['tag']}", per_node=1)
     for s in streams:
         produce(r, s, 3)
-    spec = ConnectionSpec(url=redis_cluster.url, read_from_replicas=True)
+    # a client of its own (a name of its own): the warning is said once per client
+    spec = ConnectionSpec(url=redis_cluster.url, read_from_replicas=True,
+                          client_settings=(("client_name", f"nr{names['tag']}"),))
     with caplog.at_level(logging.WARNING, logger="spark_eventbus"):
         assert discover(spec, f"nr{names['tag']}:*") == sorted(streams)
         for _ in range(2):
@@ -607,4 +614,8 @@ def test_read_from_replicas_on_a_cluster_without_replicas_reads_each_master_and_
         f"spark-eventbus: readFrom=replica: the cluster names no replica of master "
         f"127.0.0.1:{n.port} (none, or one it does not know to have synced yet); the streams "
         f"it serves are read from it until it does." for n in redis_cluster.masters())
-    assert client(spec).map_lacks_replica
+    before = map_reads()
+    time.sleep(2.1)  # longer than the wait for a map without a replica (1 s, then 2 s)
+    tails(spec, streams)  # reads the map again once (then waits longer), not per slot
+    tails(spec, streams)
+    assert map_reads() == before + 1

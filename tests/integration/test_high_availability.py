@@ -5,11 +5,12 @@ that follows a failover, and writes that wait for replicas (``waitReplicas``).""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import signal
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 import pytest
@@ -226,7 +227,9 @@ def test_a_query_follows_a_sentinel_failover_and_delivers_everything(
         spark, topology, names, tmp_path):
     """kill -9 of the primary while entries flow: the query (Sentinel options, waitReplicas=1)
     carries on at the new primary; every entry is delivered at least once, a batch id seen
-    twice holds the same entries (exact replay), nothing is left pending."""
+    twice holds the same entries (exact replay), nothing is left pending. Beside it, a read of
+    the stream without a group from the replicas (``readFrom=replica``) never fails and
+    delivers every entry exactly once."""
     t = topology
     stream, group = names["stream"], names["group"]
     produced: list[str] = []
@@ -273,6 +276,18 @@ def test_a_query_follows_a_sentinel_failover_and_delivers_everything(
                 .option("checkpointLocation", str(tmp_path / "chk")).start())
 
     q = start({"processingTime": "200 milliseconds"})
+    read: dict[int, list[str]] = {}  # without a group: a replayed batch replaces its rows
+
+    def keep(df: Any, batch_id: int) -> None:
+        read[batch_id] = [r["id"] for r in df.select("id").collect()]
+
+    reader = spark.readStream.format("eventbus").option("stream", stream)
+    for k, v in _options(t, readFrom="replica", startingPosition="earliest",
+                         maxEntriesPerTrigger=300).items():
+        reader = reader.option(k, v)
+    q2 = (reader.load().writeStream.foreachBatch(keep)
+          .trigger(processingTime="200 milliseconds")
+          .option("checkpointLocation", str(tmp_path / "chk2")).start())
     thread = threading.Thread(target=producer, daemon=True)
     thread.start()
     try:
@@ -313,11 +328,19 @@ def test_a_query_follows_a_sentinel_failover_and_delivers_everything(
             return set(produced) <= {i for runs in list(batches.values()) for run in runs
                                      for i in run}
         wait_for(delivered, timeout=180, what="every entry delivered")
+
+        def read_all() -> bool:
+            assert q2.exception() is None, q2.exception()
+            return set(produced) <= {i for ids in list(read.values()) for i in ids}
+        wait_for(read_all, timeout=180, what="every entry read without a group")
     finally:
         stop.set()
         reading.set()
         failed_over.set()
         q.stop()
+        q2.stop()
+    twice = [i for i, n in Counter(i for ids in read.values() for i in ids).items() if n > 1]
+    assert twice == [], f"read twice without a group: {twice[:5]}"
     replayed = [b for b, runs in batches.items() if len(runs) > 1]
     assert replayed, "the failed batch was not replayed"
     for batch_id, runs in batches.items():
@@ -332,7 +355,9 @@ def test_a_query_follows_a_sentinel_failover_and_delivers_everything(
 def test_sentinels_with_acl_users_need_only_the_documented_rule(steady_topology, names):
     """docs/high-availability.md: a sentinel user with `+sentinel|masters +client|setname` is
     enough: the connector authenticates to every sentinel as that user, finds the primary and
-    writes through it, and no sentinel logs an ACL denial."""
+    writes through it, and no sentinel logs an ACL denial. ``readFrom=replica`` also needs
+    `+sentinel|slaves`: without it the client is refused, naming it (redis-py would read the
+    primary, unsaid); with it, reads reach a replica."""
     from spark_eventbus.redisio.client import new_client
 
     t = steady_topology
@@ -362,6 +387,17 @@ def test_sentinels_with_acl_users_need_only_the_documented_rule(steady_topology,
         new_client(wrong)
     assert "option 'sentinelUsername'/option 'sentinelPassword'" in str(err.value)
     assert secret not in str(err.value)
+    # readFrom=replica: the sentinels are asked for the master's replicas as well
+    replicas = dataclasses.replace(spec, read_from_replicas=True)
+    with pytest.raises(ConfigError, match=r"refused this user SENTINEL SLAVES .* Add "
+                                          r"\+sentinel\|slaves"):
+        new_client(replicas)
+    for a in admins:
+        a.execute_command("ACL", "SETUSER", user, "+sentinel|slaves")
+        a.execute_command("ACL", "LOG", "RESET")
+    assert new_client(replicas).info("replication")["role"] in ("slave", "replica")
+    denied = [e for a in admins for e in a.execute_command("ACL", "LOG")]
+    assert denied == [], denied
 
 
 @pytest.mark.xdist_group("sentinel")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import uuid
 from collections import Counter
 from typing import Any
@@ -307,7 +308,7 @@ def _wait_in_sync(primary: Any, replica: Any) -> None:
 
 @pytest.mark.server
 def test_read_from_a_replica_by_url_waits_for_a_late_replica_and_never_reads_short(
-        spark, tmp_path):
+        spark, tmp_path, caplog):
     """``readFrom=replica`` with the URL of a replica: the query's reads, and a batch read's,
     go there only (the primary runs none); a batch planned past what the replica has (the
     driver saw a node ahead) is not read short: the task waits for the replica within
@@ -340,6 +341,14 @@ def test_read_from_a_replica_by_url_waits_for_a_late_replica_and_never_reads_sho
         with pytest.raises(EventBusConnectionError, match="had not received stream") as err:
             _read(on_replica, end2, ahead)
         assert err.value.retriable
+        # planned on the replica from there: paused (nothing read), said once past the timeout
+        with caplog.at_level(logging.WARNING, logger="spark_eventbus"):
+            assert on_replica.latestOffset(ahead, ReadMaxRows(1_000)) is ahead
+            time.sleep(0.9)  # past its failoverTimeoutMs (800 ms)
+            for _ in range(2):
+                assert on_replica.latestOffset(ahead, ReadMaxRows(1_000)) is ahead
+        assert len([m for m in caplog.messages if "has been behind this query's position"
+                    in m]) == 1
         patient = _reader(replica.url, stream, readFrom="replica", failoverTimeoutMs="20000")
         threading.Timer(0.5, lambda: replica.client().replicaof(
             "127.0.0.1", str(primary.port))).start()
