@@ -119,15 +119,20 @@ class RedisClusterServer:
         client's slot map read from it before would know no replica there."""
         deadline = time.monotonic() + timeout
         views: list[Any] = []
-        while time.monotonic() < deadline:
-            try:
-                views = [[len(r) - 3 for r in n.client(socket_timeout=2).execute_command(
-                    "CLUSTER", "SLOTS")] for n in self.nodes if n.proc is not None]
-                if all(v and min(v) >= self.replicas for v in views):
-                    return
-            except redis.RedisError:
-                pass
-            time.sleep(0.1)
+        clients = [n.client(socket_timeout=2) for n in self.nodes if n.proc is not None]
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    views = [[len(r) - 3 for r in c.execute_command("CLUSTER", "SLOTS")]
+                             for c in clients]
+                    if all(v and min(v) >= self.replicas for v in views):
+                        return
+                except redis.RedisError:
+                    pass
+                time.sleep(0.1)
+        finally:
+            for c in clients:
+                c.close()
         raise RuntimeError(f"the test cluster's nodes do not all list every replica "
                            f"(replicas per slot range, node by node: {views})")
 
