@@ -101,7 +101,8 @@ class _Cluster(RedisCluster):
     # option readFrom=replica: :func:`.wire.pipeline` reads replicas (.wire.replica_or_master)
     reads_replicas = False
     map_read_at = 0.0  # when its slot map was last read
-    lacking_wait = 0.0  # a slot without a replica: the map read again when older than this
+    # a slot without a replica: the map read again when older than this (.wire.replica_or_master)
+    lacking_wait = REPLICA_MAP_LACKING_SECONDS
     read_masters: set[str]  # the masters read for want of a replica (each said once)
 
     def execute_command(self, *args: Any, **kwargs: Any) -> Any:
@@ -127,7 +128,6 @@ def _cluster_client(spec: ConnectionSpec) -> _Cluster:
         _url(spec), retry=inner, **_node_kwargs(spec), **replicas)
     c.reads_replicas = spec.read_from_replicas
     c.map_read_at = time.monotonic()  # readFrom=replica: wire.fresh_replica_map
-    c.lacking_wait = REPLICA_MAP_LACKING_SECONDS
     c.read_masters = set()
     window = WindowRetry(spec.failover_timeout_ms / 1000, (
         redis.RedisError, redis.exceptions.RedisClusterException), cluster_in_flux,
