@@ -1,6 +1,8 @@
 """Before/after of a change: the reader and the sink of several git revisions, interleaved.
 
 ``python bench/compare_revisions.py REV [REV ...] [--entries N] [--rounds K] [--parts reader,sink]``
+(``make bench-compare BASE=<rev>``: BASE against the working tree, every part that guards speed:
+reader, nogroup, sink, latency; docs/development.md says when a change needs it)
 
 A refactoring must leave speed alone, and two ``make bench`` runs minutes apart differ by more
 than most changes (machines are noisy), so this puts every revision through the same runs in
@@ -12,6 +14,8 @@ turn, on one ``redis-server``, against the same data:
   if a worker imported another copy);
 * ``reader``: a 20,000-entry warm-up query, then N entries from the earliest ID at 100,000 per
   trigger (``Trigger.AvailableNow`` into ``noop``), a new group per run; nothing may stay pending;
+* ``nogroup``: the same read without a consumer group (positions in the checkpoint only), from
+  the earliest ID at 100,000 per trigger; every entry must arrive (``noop`` counts them);
 * ``sink``: a 20,000-row warm-up write, then ``df.write.format("eventbus")`` of N cached rows
   (``key`` + ~200-byte ``payload``); the stream must hold N entries after it;
 * ``many:N`` (e.g. ``--parts many:1,many:100,many:1000``): the reader over N streams holding
@@ -24,6 +28,14 @@ turn, on one ``redis-server``, against the same data:
   (``make bench``'s latency part, shorter);
 * K rounds of (each part at each revision), the revisions' order rotated each round (in a pair
   of runs, the later one tends to be slower); it prints each run and the median per revision.
+
+Besides the wall time, each measured run records CPU: ``redis`` = redis-server's CPU
+(``INFO cpu``) and ``spark`` = the driver's whole process tree (the Python driver, its JVM,
+Spark's Python workers: ``/proc``) over the measured query or write, in µs per entry. CPU is
+steadier than wall time on a shared machine and says who pays. Then, for each revision after the
+first (the base), each part's ratio against the base: the median of the per-round ratios (runs
+of the same round are minutes apart at most) with their range — the spread — and a verdict:
+``within spread`` when that range holds 1.00, else ``faster`` or ``SLOWER``.
 
 Revisions must accept the options used here (``stream``, ``group``, ``consumer``,
 ``startingPosition``, ``maxEntriesPerTrigger``; the sink's ``stream``), which every revision
@@ -49,6 +61,42 @@ WARMUP = 20_000
 PER_TRIGGER = 100_000
 
 
+def _tree_cpu() -> float:
+    """CPU seconds (user + system) of this process and every process below it (the JVM and
+    Spark's Python workers), from ``/proc``; 0.0 where there is no ``/proc``."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    used: dict[int, float] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        parent[int(entry)] = int(fields[1])
+        used[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    mine, total = {os.getpid()}, 0.0
+    grew = True
+    while grew:
+        grew = False
+        for pid, ppid in parent.items():
+            if ppid in mine and pid not in mine:
+                mine.add(pid)
+                grew = True
+    for pid in mine:
+        total += used.get(pid, 0.0)
+    return total
+
+
+def _redis_cpu(url: str) -> float:
+    import redis
+
+    info = redis.Redis.from_url(url).info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
 def measure(part: str, url: str, tag: str, rows_file: str) -> dict[str, object]:
     """One measurement in this (fresh) driver process; ``spark_eventbus`` from PYTHONPATH.
     Self-contained on purpose: importing ``bench.py`` here would put this checkout's package
@@ -61,16 +109,28 @@ def measure(part: str, url: str, tag: str, rows_file: str) -> dict[str, object]:
              .config("spark.driver.memory", "4g").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark_eventbus.register(spark)
+    cpu: dict[str, float] = {}
+
+    def timed(job: Any) -> float:
+        """``job()``'s wall seconds; its CPU (Redis, this process tree) into ``cpu``."""
+        redis0, tree0 = _redis_cpu(url), _tree_cpu()
+        start = time.perf_counter()
+        job()
+        seconds = time.perf_counter() - start
+        cpu.update(redis=_redis_cpu(url) - redis0, spark=_tree_cpu() - tree0)
+        return seconds
+
+    rows = 0
     if part == "latency":
         seconds = _latency(spark, url, tag) / 1000
-    elif part == "reader" or part.startswith("many:"):
+    elif part in ("reader", "nogroup") or part.startswith("many:"):
         many = part.startswith("many:")
 
-        def run(stream: str, group: str) -> float:
-            start = time.perf_counter()
+        def run(stream: str, group: str) -> Any:
             reader = (spark.readStream.format("eventbus").option("url", url)
-                      .option("stream", stream).option("group", group).option("consumer", "c")
-                      .option("startingPosition", "earliest"))
+                      .option("stream", stream).option("startingPosition", "earliest"))
+            if part != "nogroup":
+                reader = reader.option("group", group).option("consumer", "c")
             if not many:
                 reader = reader.option("maxEntriesPerTrigger", str(PER_TRIGGER))
             q = (reader.load()
@@ -78,26 +138,28 @@ def measure(part: str, url: str, tag: str, rows_file: str) -> dict[str, object]:
                  .option("checkpointLocation", tempfile.mkdtemp(prefix="cmp-chk-"))
                  .trigger(availableNow=True).start())
             q.awaitTermination()
-            return time.perf_counter() - start
+            return q
 
         run("cmp:warmup", f"warm-{tag}")
-        seconds = run(",".join(many_streams(int(part[5:]))) if many else "cmp:main", tag)
+        queries: list[Any] = []
+        seconds = timed(lambda: queries.append(
+            run(",".join(many_streams(int(part[5:]))) if many else "cmp:main", tag)))
+        rows = sum(p["numInputRows"] for p in queries[0].recentProgress)
     else:
         df = spark.read.parquet(rows_file).cache()
         df.count()
 
-        def write(frame: object, stream: str) -> float:
-            start = time.perf_counter()
+        def write(frame: object, stream: str) -> None:
             frame.write.format("eventbus").option("url", url).option(  # type: ignore[attr-defined]
                 "stream", stream).mode("append").save()
-            return time.perf_counter() - start
 
         write(df.limit(WARMUP), f"cmp:warm:{tag}")
-        seconds = write(df, f"cmp:sink:{tag}")
+        seconds = timed(lambda: write(df, f"cmp:sink:{tag}"))
     worker_copy = spark.sparkContext.parallelize([0], 1).map(
         lambda _: __import__("spark_eventbus").__file__).collect()[0]
     spark.stop()
-    return {"seconds": seconds, "driver": spark_eventbus.__file__, "worker": worker_copy}
+    return {"seconds": seconds, "driver": spark_eventbus.__file__, "worker": worker_copy,
+            "cpu": cpu, "rows": rows}
 
 
 def _latency(spark: Any, url: str, tag: str, rate: int = 5_000, seconds: float = 15) -> float:
@@ -148,8 +210,49 @@ def many_streams(n: int) -> list[str]:
 def _figure(part: str, seconds: float, args: argparse.Namespace) -> str:
     if part == "latency":
         return f"p50 {seconds * 1000:6.0f} ms (from 5 s on)"
-    n = args.many_entries if part.startswith("many:") else args.entries
-    return f"{seconds:6.2f} s {n / seconds:>9,.0f} rows/s"
+    return f"{seconds:6.2f} s {_entries(part, args) / seconds:>9,.0f} rows/s"
+
+
+def _entries(part: str, args: argparse.Namespace) -> int:
+    return int(args.many_entries if part.startswith("many:") else args.entries)
+
+
+def _cpu_figure(part: str, cpu: dict[str, float], args: argparse.Namespace) -> str:
+    if not cpu:
+        return ""
+    n = _entries(part, args)
+    return (f"  CPU/entry: redis {cpu['redis'] / n * 1e6:5.2f} us, "
+            f"spark {cpu['spark'] / n * 1e6:6.2f} us")
+
+
+def _ratios(runs: dict[tuple[str, str], list[dict[str, Any]]], parts: list[str],
+            revs: list[str], args: argparse.Namespace) -> None:
+    """Each revision after the first against the first, per part: the median of the per-round
+    ratios and their range (the spread), for speed (rows/s; latency: base p50 / p50, so > 1 is
+    better either way) and for CPU per entry (revision / base: < 1 is cheaper)."""
+    base = revs[0]
+    for rev in revs[1:]:
+        print(f"{rev} against {base} (per-round ratios: median [min - max]; speed > 1.00 and "
+              "CPU < 1.00 are better):")
+        for part in parts:
+            pairs = list(zip(runs[(part, base)], runs[(part, rev)], strict=True))
+            speed = [b["seconds"] / r["seconds"] for b, r in pairs]
+            line = f"  {part:<8} speed {_spread(speed)}"
+            for side in ("redis", "spark"):
+                if all(b["cpu"].get(side) and r["cpu"].get(side) for b, r in pairs):
+                    cost = [r["cpu"][side] / b["cpu"][side] for b, r in pairs]
+                    line += f"   {side} CPU {_spread(cost)}"
+            print(line + f"   {_verdict(speed)}")
+
+
+def _spread(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.2f} [{min(xs):.2f} - {max(xs):.2f}]"
+
+
+def _verdict(speed: list[float]) -> str:
+    if min(speed) <= 1.0 <= max(speed):
+        return "within spread"
+    return "faster" if min(speed) > 1.0 else "SLOWER: fix it or say why (docs/development.md)"
 
 
 def main() -> None:
@@ -207,7 +310,7 @@ def main() -> None:
                 "key": [f"k{i}" for i in range(args.entries)],
                 "payload": [f'{{"i": {i}, "note": "{filler}"}}' for i in range(args.entries)],
             }), rows_file)
-            times: dict[tuple[str, str], list[float]] = {}
+            times: dict[tuple[str, str], list[dict[str, Any]]] = {}
             runs = 0
             for k in range(args.rounds):
                 revs = list(trees.items())
@@ -233,6 +336,8 @@ def main() -> None:
                         if part == "reader":
                             left = r.xpending("cmp:main", tag)["pending"]
                             assert left == 0, f"{rev}: {left} entries left pending"
+                        if part in ("reader", "nogroup"):
+                            assert res["rows"] == args.entries, (rev, part, res["rows"])
                         elif part.startswith("many:"):
                             streams = many_streams(int(part[5:]))
                             pipe = r.pipeline(transaction=False)
@@ -248,14 +353,18 @@ def main() -> None:
                             assert r.xlen(f"cmp:sink:{tag}") == args.entries, rev
                             r.delete(f"cmp:sink:{tag}", f"cmp:warm:{tag}")
                         seconds = float(res["seconds"])
-                        times.setdefault((part, rev), []).append(seconds)
-                        print(f"round {k} {part:<6} {rev:<12} {_figure(part, seconds, args)}",
-                              flush=True)
+                        times.setdefault((part, rev), []).append(res)
+                        print(f"round {k} {part:<8} {rev:<12} {_figure(part, seconds, args)}"
+                              f"{_cpu_figure(part, res['cpu'], args)}", flush=True)
             print("medians:")
             for (part, rev), xs in times.items():
-                med = statistics.median(xs)
-                print(f"  {part:<6} {rev:<12} {_figure(part, med, args)} "
-                      f"(runs: {', '.join(f'{x:.3f}' for x in xs)})")
+                med = statistics.median(x["seconds"] for x in xs)
+                cpu = ({side: statistics.median(x["cpu"][side] for x in xs)
+                        for side in ("redis", "spark")} if all(x["cpu"] for x in xs) else {})
+                each = ", ".join(f"{x['seconds']:.3f}" for x in xs)
+                print(f"  {part:<8} {rev:<12} {_figure(part, med, args)}"
+                      f"{_cpu_figure(part, cpu, args)} (runs: {each})")
+            _ratios(times, parts, list(trees), args)
     finally:
         for tree in trees.values():
             if tree != ROOT:
