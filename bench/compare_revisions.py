@@ -97,6 +97,14 @@ def _redis_cpu(url: str) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
+def _calls(url: str) -> dict[str, int]:
+    """Redis's calls so far per command (``INFO commandstats``)."""
+    import redis
+
+    stats = redis.Redis.from_url(url).info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
+
+
 def measure(part: str, url: str, tag: str, rows_file: str) -> dict[str, object]:
     """One measurement in this (fresh) driver process; ``spark_eventbus`` from PYTHONPATH.
     Self-contained on purpose: importing ``bench.py`` here would put this checkout's package
@@ -110,14 +118,20 @@ def measure(part: str, url: str, tag: str, rows_file: str) -> dict[str, object]:
     spark.sparkContext.setLogLevel("ERROR")
     spark_eventbus.register(spark)
     cpu: dict[str, float] = {}
+    calls: dict[str, int] = {}
 
     def timed(job: Any) -> float:
-        """``job()``'s wall seconds; its CPU (Redis, this process tree) into ``cpu``."""
-        redis0, tree0 = _redis_cpu(url), _tree_cpu()
+        """``job()``'s wall seconds; its CPU (Redis, this process tree) into ``cpu``, the
+        Redis commands it ran into ``calls``."""
+        calls0, redis0, tree0 = _calls(url), _redis_cpu(url), _tree_cpu()
         start = time.perf_counter()
         job()
         seconds = time.perf_counter() - start
         cpu.update(redis=_redis_cpu(url) - redis0, spark=_tree_cpu() - tree0)
+        calls.update({k: n - calls0.get(k, 0) for k, n in _calls(url).items()
+                      if n > calls0.get(k, 0)})
+        for k in ("info",):  # this function's own
+            calls.pop(k, None)
         return seconds
 
     rows = 0
@@ -159,7 +173,7 @@ def measure(part: str, url: str, tag: str, rows_file: str) -> dict[str, object]:
         lambda _: __import__("spark_eventbus").__file__).collect()[0]
     spark.stop()
     return {"seconds": seconds, "driver": spark_eventbus.__file__, "worker": worker_copy,
-            "cpu": cpu, "rows": rows}
+            "cpu": cpu, "rows": rows, "calls": calls}
 
 
 def _latency(spark: Any, url: str, tag: str, rate: int = 5_000, seconds: float = 15) -> float:
@@ -364,6 +378,16 @@ def main() -> None:
                 each = ", ".join(f"{x['seconds']:.3f}" for x in xs)
                 print(f"  {part:<8} {rev:<12} {_figure(part, med, args)}"
                       f"{_cpu_figure(part, cpu, args)} (runs: {each})")
+            print("Redis commands per measured run (medians; the same data, so a change here is "
+                  "the code's, not the machine's):")
+            for (part, rev), xs in times.items():
+                if not all(x.get("calls") for x in xs):
+                    continue
+                names = sorted({k for x in xs for k in x["calls"]})
+                med = {k: statistics.median(x["calls"].get(k, 0) for x in xs) for k in names}
+                shown = ", ".join(f"{k} {v:,.0f}" for k, v in
+                                  sorted(med.items(), key=lambda kv: -kv[1]))
+                print(f"  {part:<8} {rev:<12} {sum(med.values()):>9,.0f}: {shown}")
             _ratios(times, parts, list(trees), args)
     finally:
         for tree in trees.values():
