@@ -19,7 +19,7 @@ LANE_ENV = $(if $(ON),COVERAGE_PROCESS_START=$(CURDIR)/.coveragerc \
   COVERAGE_FILE=$(CURDIR)/.coverage-lanes/$(1)/data \
   EVENTBUS_SCRIPT_LOG=$(CURDIR)/.coverage-lanes/$(1)/scripts)
 
-.PHONY: install deps test unit test-valkey test-redis8 test-compat test-floor check-lanes demo bench soak lint clean
+.PHONY: install deps test unit test-valkey test-redis8 test-compat test-floor check-lanes demo bench bench-compare soak lint clean
 
 install: $(STAMP) deps
 
@@ -113,6 +113,20 @@ demo: install
 
 bench: install
 	$(PY) bench/bench.py $(BENCH_ARGS)
+
+# The speed guard: BASE (a git revision: the previous round's end) against the working tree,
+# interleaved on one redis-server and the same data — the group reader, the read without a group,
+# the sink and latency — each revision's wall time, Redis CPU and Spark-side CPU per entry and
+# Redis commands, then the per-round ratios with their spread (docs/development.md: every change
+# to a read or write path carries this output in its note). ~20 min with the defaults.
+BASE           ?=
+COMPARE_ROUNDS ?= 3
+COMPARE_ROWS   ?= 300000
+COMPARE_PARTS  ?= reader,nogroup,sink,latency
+bench-compare: install
+	@test -n "$(BASE)" || { echo "usage: make bench-compare BASE=<git revision> [COMPARE_ROUNDS=3] [COMPARE_ROWS=300000] [COMPARE_PARTS=reader,nogroup,sink,latency]"; exit 2; }
+	$(PY) bench/compare_revisions.py $(BASE) . --entries $(COMPARE_ROWS) \
+	  --rounds $(COMPARE_ROUNDS) --parts $(COMPARE_PARTS)
 
 # A long run with injected faults (not in CI): SOAK_MINUTES (default 20), SOAK_SEED, SOAK_RATE.
 soak: install
