@@ -77,8 +77,24 @@ _MODE_TEXT = {BATCH: "batch reads", STREAMING: "streaming reads", SINK: "writes"
 DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 # Rows per sink chunk (one transaction); the cap keeps one EXEC well under 50 ms of Redis time.
 MAX_CHUNK_SIZE = 10_000
-# Spark itself may pass these; they are not ours to validate.
-_SPARK_OPTIONS = {"path", "paths", "checkpointlocation", "__sparkinternal"}
+# The options Spark itself puts into a data source's options, read off Spark 4.2/4.3's own code
+# (the classes' bytecode in the installed pyspark/jars; the Scala source names the same calls).
+# They are Spark's, not the user's: accepted silently in every mode, never validated here.
+#  * path: DataFrameReader.load(path), DataStreamReader.load(path), DataFrameWriter.save(path),
+#    DataStreamWriter.start(path) (classic: extraOptions + ("path" -> path)); Spark Connect's
+#    SparkConnectPlanner does the same for a client's load/save/start with a path.
+#  * paths: DataSourceV2Utils.getOptionsWithPaths, for load(path1, path2, ...).
+#  * checkpointLocation: DataStreamWriter.option("checkpointLocation", ...) — set by users and
+#    by Declarative Pipelines for every flow (pipelines.graph.SinkWrite.startStream,
+#    StreamingTableWrite.startStream: the pipeline's own checkpoint storage).
+#  * queryName: DataStreamWriter.queryName(name) is extraOptions + ("queryName" -> name), so it
+#    reaches the sink's options whenever a query is named — by a user, by a Spark Connect
+#    client (SparkConnectPlanner calls queryName), and by Declarative Pipelines, which names
+#    every flow's query (SinkWrite.startStream: writeStream.queryName(displayName)).
+#  * __v1_save_as_table_overwrite: DataFrameWriter.saveAsTable(...) with mode overwrite.
+# Lower case, as option keys are compared (Spark's options are case-insensitive).
+SPARK_OPTIONS = frozenset({"path", "paths", "checkpointlocation", "queryname",
+                           "__v1_save_as_table_overwrite"})
 # Options with this prefix are redis-py's own settings (option_values.CLIENT_SETTINGS).
 CLIENT_PREFIX = "redis."
 
@@ -264,12 +280,12 @@ def _parse(raw: Mapping[str, Any], mode: str, family: frozenset[str], warn: bool
     given = {k: v for k, v in given.items() if not k.startswith(CLIENT_PREFIX)}
     rows = [o for o in OPTIONS if o.modes & family]
     unknown = [key for key in sorted(given) if key not in _SPELLING
-               and key not in _SPARK_OPTIONS and not key.startswith("spark.")]
+               and key not in SPARK_OPTIONS and not key.startswith("spark.")]
     if unknown:
         raise ConfigError(_unknown(unknown, raw, family))
     if warn:
         for key in sorted(given):
-            if key in _SPARK_OPTIONS or key.startswith("spark."):
+            if key in SPARK_OPTIONS or key.startswith("spark."):
                 continue
             if not any(o.key == key and mode in o.modes for o in rows):
                 # an option of the family's other mode, or of writes on a read ("reads")

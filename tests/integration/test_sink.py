@@ -8,6 +8,7 @@ import json
 import os
 import random
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -35,7 +36,10 @@ def _sink(df: DataFrame, url: str, chk: str, **options: Any):  # type: ignore[no
 
 def _run_sink(df: DataFrame, url: str, tmp_path: Path, timeout: float = 300, **options: Any
               ) -> None:
-    q = _sink(df, url, checkpoint(tmp_path), **options).trigger(availableNow=True).start()
+    # A named query, as most are (and every Declarative Pipelines flow): Spark passes the name
+    # to the sink as option 'queryName' (options.SPARK_OPTIONS), which must not be refused.
+    q = (_sink(df, url, checkpoint(tmp_path), **options).queryName(f"sink_{uuid.uuid4().hex[:8]}")
+         .trigger(availableNow=True).start())
     assert q.awaitTermination(timeout), "AvailableNow query did not finish"
     assert q.exception() is None, q.exception()
 

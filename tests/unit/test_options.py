@@ -7,7 +7,7 @@ import re
 import pytest
 
 from spark_eventbus import ConfigError
-from spark_eventbus.options import parse_reader_options
+from spark_eventbus.options import parse_reader_options, parse_sink_options
 
 BASE = {"stream": "orders", "group": "billing"}
 
@@ -191,6 +191,29 @@ def test_an_unknown_option_fails_naming_the_closest_one(streaming):
     assert "stream, " in text.split("The options of")[1]  # the list to pick from
     # Spark's own options are not ours to refuse
     parse_reader_options({**BASE, "path": "x", "checkpointLocation": "/c"}, streaming=streaming)
+
+
+# What Spark itself puts into a data source's options (options.SPARK_OPTIONS says where each
+# comes from in Spark's code), as Spark spells them.
+SPARK_ADDED = {"path": "/p", "paths": '["/p"]', "checkpointLocation": "/c",
+               "queryName": "flow_orders", "__v1_save_as_table_overwrite": "true"}
+
+
+@pytest.mark.parametrize("mode", ["stream", "batch", "stream-nogroup", "sink"])
+def test_options_spark_adds_are_accepted_silently_in_every_mode(mode, caplog):
+    """A named query (writeStream.queryName, every Declarative Pipelines flow) passes
+    'queryName' to the sink and the reader: neither refuses nor warns about it."""
+    with caplog.at_level(logging.WARNING, "spark_eventbus"):
+        if mode == "sink":
+            o = parse_sink_options({"stream": "out", **SPARK_ADDED})
+            assert o.stream == "out"
+        else:
+            base = {"stream": "orders"} if mode != "stream" else BASE
+            parse_reader_options({**base, **SPARK_ADDED}, streaming=mode != "batch")
+    assert caplog.records == []
+    # a user's unknown option is still refused, naming the closest
+    with pytest.raises(ConfigError, match=r"unknown option 'queryNam' .*did you mean"):
+        parse_sink_options({"stream": "out", "queryNam": "x"})
 
 
 def test_ack_mode_none_disables_reclaim_and_says_so(caplog):

@@ -28,6 +28,7 @@ def main() -> None:
               .option("maxEntriesPerTrigger", "700").load())
     q = (events.select(F.map_concat("fields", F.create_map(F.lit("src"), "id")).alias("fields"))
          .writeStream.format("eventbus").option("url", a.url).option("stream", a.copy)
+         .queryName("connect_copy")  # reaches the sink as option 'queryName'
          .option("checkpointLocation", tempfile.mkdtemp()).trigger(availableNow=True).start())
     q.awaitTermination()
     out["copy_error"] = None if q.exception() is None else str(q.exception())
