@@ -15,12 +15,24 @@ never later: the daemon has just collected the previous task's garbage when the 
 starts, so what is frozen is the process's lasting state. Frozen objects are still freed by
 reference counting; only reference cycles among them would outlive the process. Processes that
 are not Spark's Python workers (a user's driver, a notebook, a test) are left alone.
+
+:func:`paused_gc`, anywhere: the cyclic collector held off while a Redis reply is turned into
+Python objects (:func:`.redisio.wire.read_replies`). A page of 5,000 stream entries is ~10,000
+new lists that live until the page is decoded, so the collector's generation-0 threshold (700
+new containers) fires ~14 times per page, each time scanning every young list and promoting
+them, to find no garbage: replies hold no reference cycles. Measured on one 100,000-entry
+stream, CPU per entry (medians of five runs, `gc.freeze()` after imports as in a Spark worker):
+an executor's XRANGE pages 1.73 → 0.62 µs, a page read and decoded 2.70 → 1.40 µs, the
+driver's XREADGROUP claims 2.16 → 1.23 µs. Objects are still freed by reference counting.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sys
+import threading
+from collections.abc import Iterator
 
 FREEZES = 8
 _freezes_left = FREEZES
@@ -44,3 +56,29 @@ def settle() -> None:
         _freezes_left = 0
         return
     gc.freeze()
+
+
+_pause_lock = threading.Lock()
+_pausing = 0  # threads inside paused_gc()
+_resume = False  # whether the collector was on when the first of them came in
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic garbage collector off for the ``with`` block (a reply being parsed), then as
+    it was. Thread-safe: the driver parses on several threads, and the collector is turned back
+    on when the last of them leaves, if it was on when the first came in. Never held across a
+    ``yield`` to Spark: a block ends before its caller's generator hands a batch on."""
+    global _pausing, _resume
+    with _pause_lock:
+        if _pausing == 0:
+            _resume = gc.isenabled()
+            gc.disable()
+        _pausing += 1
+    try:
+        yield
+    finally:
+        with _pause_lock:
+            _pausing -= 1
+            if _pausing == 0 and _resume:
+                gc.enable()

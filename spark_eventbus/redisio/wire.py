@@ -2,7 +2,8 @@
 redis-py's public connection API (``ConnectionPool.get_connection``/``release``,
 ``Connection.send_packed_command``/``read_response``/``disconnect``, the connection's
 ``Retry``) and hiredis's public ``pack_command``. Imports nothing of the package but
-:mod:`.base`, so that every module of the layer may use it.
+:mod:`.base`, :mod:`.retry` and the pure core's :mod:`..worker_gc`, so that every module of the
+layer may use it.
 
 * :func:`on_connection` — one pool connection of a node, a job run on it through the
   connection's ``Retry``, the connection dropped on any failure (replies may be left unread,
@@ -39,6 +40,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
+from ..worker_gc import paused_gc
 from .base import Redis, ResponseError
 from .retry import CLUSTER_SEND_AGAIN, NOT_RUN, Window, WindowRetry, cluster_in_flux
 
@@ -86,13 +88,16 @@ def packed(*args: Any) -> bytes:
 
 def read_replies(conn: Any, n: int) -> list[Any]:
     """``n`` replies from ``conn``, an error reply as the exception object in its place
-    (redis-py raises it after reading it whole, so later replies stay aligned)."""
+    (redis-py raises it after reading it whole, so later replies stay aligned). The cyclic
+    garbage collector is paused meanwhile (:func:`..worker_gc.paused_gc`: replies of thousands
+    of entries would trigger it every 700 lists, to find nothing)."""
     out: list[Any] = []
-    for _ in range(n):
-        try:
-            out.append(conn.read_response())
-        except ResponseError as exc:
-            out.append(exc)
+    with paused_gc():
+        for _ in range(n):
+            try:
+                out.append(conn.read_response())
+            except ResponseError as exc:
+                out.append(exc)
     return out
 
 
