@@ -22,6 +22,9 @@ turn, on one ``redis-server``, against the same data:
   ``--many-entries`` entries in all (spread evenly), one ``Trigger.AvailableNow`` query with
   default options after the warm-up; nothing may stay pending. Also timed: a plain redis-py
   loop (one ``XREADGROUP`` over all N streams, ``COUNT 1000``, then ``XACK``) on the same data;
+* ``cpu:read``, ``cpu:claim``, ``cpu:write`` (:func:`measure_cpu`): the connector's own code on
+  one path, in-process without Spark — CPU per entry of an executor's replay, of the driver's
+  claims, of a sink task — steadier than any query's wall time, for a change to that path;
 * ``latency``: eventbus → eventbus (default trigger, ``local[2]``) while a thread of the same
   driver adds 5,000 entries/s for 15 s; the figure is the median latency (target entry's ID time
   minus its source entry's, both Redis's clock) from 5 s after the producer started, in ms
@@ -103,6 +106,75 @@ def _calls(url: str) -> dict[str, int]:
 
     stats = redis.Redis.from_url(url).info("commandstats")
     return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
+
+
+def measure_cpu(part: str, url: str, tag: str, rows_file: str) -> dict[str, object]:
+    """A ``cpu:*`` part: one path of the connector's own code, in this process, no Spark: its
+    CPU seconds (``time.process_time``, the best of three), which move far less than a query's
+    wall time on a shared machine. ``cpu:read``: an executor's replay of the whole ``cmp:main``
+    (``XRANGE`` pages decoded into Arrow); ``cpu:claim``: the driver's claims of it
+    (``XREADGROUP COUNT 2000``, the IDs kept for the acks); ``cpu:write``: a sink task's
+    ``write_partition`` of the parquet rows (10,000-row Arrow batches, idempotent)."""
+    import gc
+
+    import pyarrow.parquet as pq
+    import redis
+
+    import spark_eventbus
+    from spark_eventbus.connection import ConnectionSpec
+    from spark_eventbus.partition_reader import READ_PAGE, _builder
+    from spark_eventbus.partitions import ReadSpec
+    from spark_eventbus.redisio.group import ConsumerOps
+    from spark_eventbus.redisio.replay import StreamReplay
+    from spark_eventbus.redisio.streams import read_entries
+    from spark_eventbus.redisio.wire import pipeline
+    from spark_eventbus.sink import write_partition
+    from spark_eventbus.source import EventBusDataSource
+
+    spec = ConnectionSpec(url)
+    batches = pq.read_table(rows_file).to_batches(max_chunksize=10_000)
+    gc.collect()
+    gc.freeze()  # as the connector does in a Spark worker (worker_gc.settle)
+
+    def read() -> None:
+        build = _builder(ReadSpec(conn=spec, group="g", consumer="c", fields_binary=False,
+                                  value_field="payload", value_schema=None,
+                                  fail_on_data_loss=True, ack_mode="commit"))
+        for page in StreamReplay(spec, "cmp:main").pages("-", "+", READ_PAGE):
+            build.build("cmp:main", page, 1)
+
+    def claim() -> None:
+        op = ConsumerOps(spec, "cmp:main", f"cpu-{tag}", "c", cache_ack_ids=True)
+        op.redis.xgroup_create("cmp:main", op.group, "0")
+        try:
+            while op.claimed(read_entries(pipeline(op.redis, [op.xreadgroup(2000)])[0])):
+                pass
+        finally:
+            op.redis.xgroup_destroy("cmp:main", op.group)
+
+    def write() -> None:
+        stream = f"cmp:cpu:{tag}"
+        w = EventBusDataSource({"url": url, "stream": stream}).writer(_sink_schema(), False)
+        write_partition(w.opts, w.plan, f"cpu-{tag}-{time.time()}", "0", 0, iter(batches))
+        redis.Redis.from_url(url).delete(stream)
+
+    job = {"cpu:read": read, "cpu:claim": claim, "cpu:write": write}[part]
+    job()  # warm: connections, imports, scripts
+    best = min(_cpu_of(job) for _ in range(3))
+    return {"seconds": best, "driver": spark_eventbus.__file__, "worker": spark_eventbus.__file__,
+            "cpu": {}, "rows": 0, "calls": {}}
+
+
+def _cpu_of(job: Any) -> float:
+    start = time.process_time()
+    job()
+    return time.process_time() - start
+
+
+def _sink_schema() -> Any:
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    return StructType([StructField("key", StringType()), StructField("payload", StringType())])
 
 
 def measure(part: str, url: str, tag: str, rows_file: str) -> dict[str, object]:
@@ -224,6 +296,8 @@ def many_streams(n: int) -> list[str]:
 def _figure(part: str, seconds: float, args: argparse.Namespace) -> str:
     if part == "latency":
         return f"p50 {seconds * 1000:6.0f} ms (from 5 s on)"
+    if part.startswith("cpu:"):
+        return f"CPU {seconds / args.entries * 1e6:6.2f} us/entry"
     return f"{seconds:6.2f} s {_entries(part, args) / seconds:>9,.0f} rows/s"
 
 
@@ -271,7 +345,8 @@ def _verdict(speed: list[float]) -> str:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "measure":
-        print("RESULT " + json.dumps(measure(*sys.argv[2:6])))
+        how = measure_cpu if sys.argv[2].startswith("cpu:") else measure
+        print("RESULT " + json.dumps(how(*sys.argv[2:6])))
         return
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -306,7 +381,7 @@ def main() -> None:
             r = redis.Redis(port=port)
             url = f"redis://127.0.0.1:{port}/0"
             produce(r, WARMUP, "cmp:warmup")
-            if "reader" in parts:
+            if {"reader", "nogroup", "cpu:read", "cpu:claim"} & set(parts):
                 produce(r, args.entries, "cmp:main")
             for part in parts:
                 if part.startswith("many:"):
