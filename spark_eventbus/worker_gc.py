@@ -19,11 +19,10 @@ are not Spark's Python workers (a user's driver, a notebook, a test) are left al
 :func:`paused_gc`, anywhere: the cyclic collector held off while a Redis reply is turned into
 Python objects (:func:`.redisio.wire.read_replies`). A page of 5,000 stream entries is ~10,000
 new lists that live until the page is decoded, so the collector's generation-0 threshold (700
-new containers) fires ~14 times per page, each time scanning every young list and promoting
-them, to find no garbage: replies hold no reference cycles. Measured on one 100,000-entry
-stream, CPU per entry (medians of five runs, `gc.freeze()` after imports as in a Spark worker):
-an executor's XRANGE pages 1.73 → 0.62 µs, a page read and decoded 2.70 → 1.40 µs, the
-driver's XREADGROUP claims 2.16 → 1.23 µs. Objects are still freed by reference counting.
+new containers) fires ~14 times per page, to find no garbage: replies hold no reference cycles.
+What that costs grows with whatever else young the process holds (docs/performance.md: an
+executor's replay 1.08x faster; with 100,000 parsed entries alive besides, a page's parse
+1.9 -> 0.9 us per entry). Objects are still freed by reference counting.
 """
 
 from __future__ import annotations
