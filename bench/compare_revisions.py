@@ -22,6 +22,9 @@ turn, on one ``redis-server``, against the same data:
   ``--many-entries`` entries in all (spread evenly), one ``Trigger.AvailableNow`` query with
   default options after the warm-up; nothing may stay pending. Also timed: a plain redis-py
   loop (one ``XREADGROUP`` over all N streams, ``COUNT 1000``, then ``XACK``) on the same data;
+* ``floor``: Spark's floor (``bench/floor.py``: an in-memory Python source with the reader's
+  schema) for as many rows as the reader's stream, 100,000 per trigger; with it the summary
+  gives each reader against the floor of the same round;
 * ``cpu:read``, ``cpu:claim``, ``cpu:write`` (:func:`measure_cpu`): the connector's own code on
   one path, in-process without Spark — CPU per entry of an executor's replay, of the driver's
   claims, of a sink task — steadier than any query's wall time, for a change to that path;
@@ -209,6 +212,27 @@ def measure(part: str, url: str, tag: str, rows_file: str) -> dict[str, object]:
     rows = 0
     if part == "latency":
         seconds = _latency(spark, url, tag) / 1000
+    elif part == "floor":  # Spark's floor (bench/floor.py), as many rows as cmp:main holds
+        import redis
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from floor import register_floor
+
+        register_floor(spark, PER_TRIGGER, 2)
+
+        def floor_run(n: int) -> Any:
+            q = (spark.readStream.format("floor").option("rows", str(n)).load()
+                 .writeStream.format("noop")
+                 .option("checkpointLocation", tempfile.mkdtemp(prefix="cmp-chk-"))
+                 .trigger(availableNow=True).start())
+            q.awaitTermination()
+            return q
+
+        floor_run(WARMUP)
+        total = int(redis.Redis.from_url(url).xlen("cmp:main"))
+        done: list[Any] = []
+        seconds = timed(lambda: done.append(floor_run(total)))
+        rows = sum(p["numInputRows"] for p in done[0].recentProgress)
     elif part in ("reader", "nogroup") or part.startswith("many:"):
         many = part.startswith("many:")
 
@@ -333,6 +357,23 @@ def _ratios(runs: dict[tuple[str, str], list[dict[str, Any]]], parts: list[str],
             print(line + f"   {_verdict(speed)}")
 
 
+def _against_floor(runs: dict[tuple[str, str], list[dict[str, Any]]], parts: list[str],
+                   revs: list[str]) -> None:
+    """With part ``floor``: each reader's rate against Spark's floor measured in the same round
+    by the same revision's driver (the floor's time / the reader's), median [min - max]."""
+    if "floor" not in parts:
+        return
+    print("against Spark's floor (floor time / reader time per round: 1.00 = as fast as Spark's "
+          "in-memory Python source):")
+    for part in ("reader", "nogroup"):
+        if part not in parts:
+            continue
+        for rev in revs:
+            pairs = zip(runs[("floor", rev)], runs[(part, rev)], strict=True)
+            ratios = [f["seconds"] / r["seconds"] for f, r in pairs]
+            print(f"  {part:<8} {rev:<12} {_spread(ratios)}")
+
+
 def _spread(xs: list[float]) -> str:
     return f"{statistics.median(xs):.2f} [{min(xs):.2f} - {max(xs):.2f}]"
 
@@ -381,7 +422,7 @@ def main() -> None:
             r = redis.Redis(port=port)
             url = f"redis://127.0.0.1:{port}/0"
             produce(r, WARMUP, "cmp:warmup")
-            if {"reader", "nogroup", "cpu:read", "cpu:claim"} & set(parts):
+            if {"reader", "nogroup", "floor", "cpu:read", "cpu:claim"} & set(parts):
                 produce(r, args.entries, "cmp:main")
             for part in parts:
                 if part.startswith("many:"):
@@ -425,7 +466,7 @@ def main() -> None:
                         if part == "reader":
                             left = r.xpending("cmp:main", tag)["pending"]
                             assert left == 0, f"{rev}: {left} entries left pending"
-                        if part in ("reader", "nogroup"):
+                        if part in ("reader", "nogroup", "floor"):
                             assert res["rows"] == args.entries, (rev, part, res["rows"])
                         elif part.startswith("many:"):
                             streams = many_streams(int(part[5:]))
@@ -463,6 +504,7 @@ def main() -> None:
                 shown = ", ".join(f"{k} {v:,.0f}" for k, v in
                                   sorted(med.items(), key=lambda kv: -kv[1]))
                 print(f"  {part:<8} {rev:<12} {sum(med.values()):>9,.0f}: {shown}")
+            _against_floor(times, parts, list(trees))
             _ratios(times, parts, list(trees), args)
     finally:
         for tree in trees.values():
