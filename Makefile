@@ -119,13 +119,13 @@ bench: install
 # group, Spark's floor, the sink and latency — each revision's wall time, Redis CPU and
 # Spark-side CPU per entry and Redis commands, then the per-round ratios with their spread
 # (docs/development.md: every change to a read or write path carries this output in its
-# note). ~25 min with the defaults.
+# note). ~35 min with the defaults.
 BASE           ?=
-COMPARE_ROUNDS ?= 3
+COMPARE_ROUNDS ?= 4
 COMPARE_ROWS   ?= 300000
 COMPARE_PARTS  ?= reader,nogroup,floor,sink,latency
 bench-compare: install
-	@test -n "$(BASE)" || { echo "usage: make bench-compare BASE=<git revision> [COMPARE_ROUNDS=3] [COMPARE_ROWS=300000] [COMPARE_PARTS=reader,nogroup,floor,sink,latency]"; exit 2; }
+	@test -n "$(BASE)" || { echo "usage: make bench-compare BASE=<git revision> [COMPARE_ROUNDS=4] [COMPARE_ROWS=300000] [COMPARE_PARTS=reader,nogroup,floor,sink,latency]"; exit 2; }
 	$(PY) bench/compare_revisions.py $(BASE) . --entries $(COMPARE_ROWS) \
 	  --rounds $(COMPARE_ROUNDS) --parts $(COMPARE_PARTS)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -58,17 +59,37 @@ def settle() -> None:
 
 
 _pause_lock = threading.Lock()
+_in_worker = in_spark_worker()  # __main__ is set before the connector is imported
 _pausing = 0  # threads inside paused_gc()
 _resume = False  # whether the collector was on when the first of them came in
+
+
+def _after_fork_in_child() -> None:
+    """A child forked while a thread of its parent was inside :func:`paused_gc` has no such
+    thread: the count starts again, the lock is new, and the collector is on if it was."""
+    global _pause_lock, _pausing
+    _pause_lock = threading.Lock()
+    if _pausing and _resume:
+        gc.enable()
+    _pausing = 0
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @contextlib.contextmanager
 def paused_gc() -> Iterator[None]:
     """The cyclic garbage collector off for the ``with`` block (a reply being parsed), then as
-    it was. Thread-safe: the driver parses on several threads, and the collector is turned back
-    on when the last of them leaves, if it was on when the first came in. Never held across a
-    ``yield`` to Spark: a block ends before its caller's generator hands a batch on."""
+    it was — in Spark's Python workers only (:func:`in_spark_worker`, where the connector owns
+    the process: the executors' tasks, the streaming source runner); a user's process (a
+    driver calling ``AckingBatchWriter``, the CLI, a notebook) keeps its collector as it set
+    it. Thread-safe: the source runner parses on several threads, and the collector is turned
+    back on when the last of them leaves, if it was on when the first came in. Never held
+    across a ``yield`` to Spark: a block ends before its caller's generator hands a batch on."""
     global _pausing, _resume
+    if not _in_worker:
+        yield
+        return
     with _pause_lock:
         if _pausing == 0:
             _resume = gc.isenabled()

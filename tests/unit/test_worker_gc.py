@@ -4,9 +4,25 @@ and concurrent users (the driver parses replies on several threads)."""
 from __future__ import annotations
 
 import gc
+import os
 import threading
 
+import pytest
+
+from spark_eventbus import worker_gc
 from spark_eventbus.worker_gc import paused_gc
+
+
+@pytest.fixture(autouse=True)
+def _as_a_spark_worker(monkeypatch):  # type: ignore[no-untyped-def]
+    """paused_gc acts in Spark's Python workers only; these tests are one."""
+    monkeypatch.setattr(worker_gc, "_in_worker", True)
+
+
+def test_outside_a_spark_worker_the_collector_is_left_alone(monkeypatch):
+    monkeypatch.setattr(worker_gc, "_in_worker", False)
+    with paused_gc():
+        assert gc.isenabled()
 
 
 def test_paused_gc_turns_the_collector_off_and_back_on():
@@ -57,4 +73,17 @@ def test_overlapping_threads_turn_it_back_on_when_the_last_leaves():
         seen.append(gc.isenabled())
     t.join(10)
     assert seen == [False]
+    assert gc.isenabled()
+
+
+def test_a_child_forked_during_a_pause_has_its_collector_on():
+    with paused_gc():
+        pid = os.fork()
+        if pid == 0:  # the child: no thread of it is inside the block
+            ok = gc.isenabled() and worker_gc._pausing == 0
+            with paused_gc():
+                ok = ok and not gc.isenabled()
+            os._exit(0 if ok and gc.isenabled() else 1)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
     assert gc.isenabled()
