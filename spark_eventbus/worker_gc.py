@@ -20,9 +20,10 @@ are not Spark's Python workers (a user's driver, a notebook, a test) are left al
 Python objects (:func:`.redisio.wire.read_replies`). A page of 5,000 stream entries is ~10,000
 new lists that live until the page is decoded, so the collector's generation-0 threshold (700
 new containers) fires ~14 times per page, to find no garbage: replies hold no reference cycles.
-What that costs grows with whatever else young the process holds (docs/performance.md: an
-executor's replay 1.08x faster; with 100,000 parsed entries alive besides, a page's parse
-1.9 -> 0.9 us per entry). Objects are still freed by reference counting.
+A 5,000-entry page sets off 14 collections without it and 1 with it; what they cost grows with
+whatever else young the process holds (docs/performance.md: an executor's replay 1.08x [0.99 to
+1.11], within the spread; with 100,000 parsed entries alive besides, a page's parse 1.9 -> 0.9
+us per entry). Only in Spark's Python workers. Objects are still freed by reference counting.
 """
 
 from __future__ import annotations
