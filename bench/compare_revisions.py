@@ -434,8 +434,10 @@ def main() -> None:
                 trees[rev] = ROOT
                 continue
             tree = work / f"rev-{len(trees)}"
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree),
-                            rev], check=True, capture_output=True)
+            made = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach",
+                                   str(tree), rev], capture_output=True, text=True)
+            if made.returncode != 0:
+                raise SystemExit(f"revision {rev!r}: {made.stderr.strip()}")
             trees[rev] = tree
         with bench_redis("eventbus-compare-redis-") as (port, _):
             r = redis.Redis(port=port)
