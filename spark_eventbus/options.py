@@ -77,8 +77,9 @@ _MODE_TEXT = {BATCH: "batch reads", STREAMING: "streaming reads", SINK: "writes"
 DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 # Rows per sink chunk (one transaction); the cap keeps one EXEC well under 50 ms of Redis time.
 MAX_CHUNK_SIZE = 10_000
-# The options Spark itself puts into a data source's options, read off Spark 4.2/4.3's own code
-# (the classes' bytecode in the installed pyspark/jars; the Scala source names the same calls).
+# The options Spark itself puts into a data source's options, read off Spark 4.3's own code
+# (the classes' bytecode in pyspark/jars; the Scala source names the same calls), and checked on
+# the installed Spark by tests/integration/test_spark_options.py.
 # They are Spark's, not the user's: accepted silently in every mode, never validated here.
 #  * path: DataFrameReader.load(path), DataStreamReader.load(path), DataFrameWriter.save(path),
 #    DataStreamWriter.start(path) (classic: extraOptions + ("path" -> path)); Spark Connect's

@@ -16,14 +16,14 @@ starts, so what is frozen is the process's lasting state. Frozen objects are sti
 reference counting; only reference cycles among them would outlive the process. Processes that
 are not Spark's Python workers (a user's driver, a notebook, a test) are left alone.
 
-:func:`paused_gc`, anywhere: the cyclic collector held off while a Redis reply is turned into
-Python objects (:func:`.redisio.wire.read_replies`). A page of 5,000 stream entries is ~10,000
-new lists that live until the page is decoded, so the collector's generation-0 threshold (700
-new containers) fires ~14 times per page, to find no garbage: replies hold no reference cycles.
-A 5,000-entry page sets off 14 collections without it and 1 with it; what they cost grows with
+:func:`paused_gc`, in Spark's Python workers too: the cyclic collector held off while a Redis
+reply is turned into Python objects (:func:`.redisio.wire.read_replies`). A page of 5,000 stream
+entries is ~10,000 new lists that live until the page is decoded; the collector's generation-0
+threshold (700 new containers) sets off 14 collections per page without the pause and 1 with
+it, each finding no garbage (replies hold no reference cycles). What they cost grows with
 whatever else young the process holds (docs/performance.md: an executor's replay 1.08x [0.99 to
 1.11], within the spread; with 100,000 parsed entries alive besides, a page's parse 1.9 -> 0.9
-us per entry). Only in Spark's Python workers. Objects are still freed by reference counting.
+us per entry). Objects are still freed by reference counting.
 """
 
 from __future__ import annotations
