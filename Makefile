@@ -19,7 +19,7 @@ LANE_ENV = $(if $(ON),COVERAGE_PROCESS_START=$(CURDIR)/.coveragerc \
   COVERAGE_FILE=$(CURDIR)/.coverage-lanes/$(1)/data \
   EVENTBUS_SCRIPT_LOG=$(CURDIR)/.coverage-lanes/$(1)/scripts)
 
-.PHONY: install deps test unit test-valkey test-redis8 test-compat test-floor check-lanes demo bench bench-compare soak lint clean
+.PHONY: install deps options-doc test unit test-valkey test-redis8 test-compat test-floor check-lanes demo bench bench-compare soak lint clean
 
 install: $(STAMP) deps
 
@@ -137,6 +137,11 @@ lint: install
 	$(VENV)/bin/ruff check spark_eventbus tests bench scripts pyspark_eventbus.py
 	$(VENV)/bin/mypy
 	$(PY) scripts/check_imports.py
+	$(PY) scripts/options_doc.py --check
+
+# docs/options.md, made again from the option table (spark_eventbus/options/table.py)
+options-doc: install
+	$(PY) scripts/options_doc.py
 
 clean:
 	rm -rf $(VENV) $(FLOOR_VENV) .pytest_cache .mypy_cache .ruff_cache .demo .bench .coverage-lanes

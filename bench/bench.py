@@ -874,7 +874,7 @@ def run_many(url: str, counts: str, quiet_seconds: str) -> dict[str, Any]:
     group with a 100 ms processing-time trigger for ``quiet_seconds`` (nothing new: every
     trigger is quiet). Per query: wall time, the sum of each phase, Redis commands, and the
     bytes per stream of the offset Spark logged."""
-    from spark_eventbus.offsets import BatchOffset
+    from spark_eventbus.core.offsets import BatchOffset
 
     spark = _spark()
     spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")

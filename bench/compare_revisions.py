@@ -117,6 +117,19 @@ def _calls(url: str) -> dict[str, int]:
     return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
 
 
+def revision_module(*names: str) -> Any:
+    """The first of ``spark_eventbus.<name>`` the measured revision has (a module's path may
+    differ between the two revisions compared)."""
+    import importlib
+
+    for name in names:
+        try:
+            return importlib.import_module(f"spark_eventbus.{name}")
+        except ModuleNotFoundError:
+            continue
+    raise ModuleNotFoundError(f"none of spark_eventbus.{{{', '.join(names)}}}")
+
+
 def measure_cpu(part: str, url: str, tag: str, rows_file: str) -> dict[str, object]:
     """A ``cpu:*`` part: one path of the connector's own code, in this process, no Spark: its
     CPU seconds (``time.process_time``, the best of three), which move far less than a query's
@@ -130,15 +143,18 @@ def measure_cpu(part: str, url: str, tag: str, rows_file: str) -> dict[str, obje
     import redis
 
     import spark_eventbus
-    from spark_eventbus.connection import ConnectionSpec
-    from spark_eventbus.partition_reader import READ_PAGE, _builder
-    from spark_eventbus.partitions import ReadSpec
     from spark_eventbus.redisio.group import ConsumerOps
     from spark_eventbus.redisio.replay import StreamReplay
     from spark_eventbus.redisio.streams import read_entries
     from spark_eventbus.redisio.wire import pipeline
-    from spark_eventbus.sink import write_partition
     from spark_eventbus.source import EventBusDataSource
+
+    # the revision's own modules: in rooms since issue 56, at the package's top before
+    ConnectionSpec = revision_module("core.connection", "connection").ConnectionSpec
+    reader = revision_module("reads.partition_reader", "partition_reader")
+    READ_PAGE, _builder = reader.READ_PAGE, reader._builder
+    ReadSpec = revision_module("reads.partitions", "partitions").ReadSpec
+    write_partition = revision_module("writes.sink", "sink").write_partition
 
     spec = ConnectionSpec(url)
     batches = pq.read_table(rows_file).to_batches(max_chunksize=10_000)

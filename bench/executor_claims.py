@@ -46,7 +46,7 @@ def register_prototype(spark: Any, url: str) -> None:
         SupportsTriggerAvailableNow,
     )
 
-    from spark_eventbus.decoding import output_schema
+    from spark_eventbus.reads.decoding import output_schema
 
     class Share(InputPartition):
         def __init__(self, stream: str, group: str, seq: int, k: int, budget: int) -> None:
@@ -87,10 +87,10 @@ def register_prototype(spark: Any, url: str) -> None:
                     for k in range(PARTITIONS)]
 
         def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-            from spark_eventbus.partition_reader import _builder
-            from spark_eventbus.partitions import ReadSpec
+            from spark_eventbus.core.resp import bulks as resp_bulk
+            from spark_eventbus.reads.partition_reader import _builder
+            from spark_eventbus.reads.partitions import ReadSpec
             from spark_eventbus.redisio import ConnectionSpec, client
-            from spark_eventbus.resp import bulks as resp_bulk
 
             assert isinstance(partition, Share)
             p = partition
@@ -124,7 +124,7 @@ def register_prototype(spark: Any, url: str) -> None:
                 rc.connection_pool.release(conn)
 
         def commit(self, end: dict) -> None:
-            from spark_eventbus.resp import bulks as resp_bulk
+            from spark_eventbus.core.resp import bulks as resp_bulk
 
             head = resp_bulk([b"XACK", self.stream.encode(), self.group.encode()])
             for k in range(PARTITIONS):

@@ -33,7 +33,10 @@ def register_floor(spark: Any, max_rows: int, partitions: int) -> None:
         SupportsTriggerAvailableNow,
     )
 
-    from spark_eventbus.decoding import output_schema
+    try:  # the revision measured: in rooms since issue 56
+        from spark_eventbus.reads.decoding import output_schema
+    except ModuleNotFoundError:
+        from spark_eventbus.decoding import output_schema  # type: ignore[no-redef]
 
     schema = output_schema()
 

@@ -1,9 +1,13 @@
 """Layering check (``make lint``): the intra-package import graph of ``spark_eventbus`` has no
 cycle, only ``spark_eventbus/redisio/`` imports redis-py, no module but the entry points
-(``jobs``) imports the package root, and the module map of ``docs/architecture.md`` agrees
-with the code: every module has a row, every row a module, each row's "may import" column
-names exactly the package modules it imports (``errors`` aside: every module may), and no
-module imports one of a layer above its own.
+(``jobs``) imports the package root, and ``docs/architecture.md`` agrees with the code:
+
+* its *Rooms* table: each subpackage (room) on a floor, with the rooms it may import, all on
+  lower floors; no module imports from a room its own room may not (the floors keep every
+  arrow pointing down), and each room's ``__init__`` docstring ends with the same
+  ``May import:`` line;
+* its *Module map*: every module has a row, every row a module, each row's "may import" column
+  names exactly the package modules it imports (``errors`` aside: every module may).
 
 It also keeps redis-py's private names out (``redisio/`` uses redis-py's public API only: a
 private name can move or change in any release, and then a fast path is silently not taken or
@@ -116,10 +120,9 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 DOC = ROOT / "docs" / "architecture.md"
-# The layers of the module map, bottom up: a module imports only from its own or lower ones.
-LAYERS = ("pure core", "Redis access", "reader", "writers", "entry points")
 # Every module may use the error tree without saying so.
 ANYWHERE = {"errors"}
+BASE, ROOT_ROOM = "base", "root"  # errors.py and _version.py; the package's entry modules
 
 
 def short(module: str) -> str:
@@ -127,30 +130,98 @@ def short(module: str) -> str:
     return module[len(PACKAGE) + 1:] if module != PACKAGE else "__init__"
 
 
-def table_rows() -> dict[str, tuple[str, set[str] | None]]:
-    """The module map's rows: module (short name) → (layer, the modules it may import)."""
-    text = DOC.read_text()
-    section = text.split("## Module map", 1)[1].split("\n## ", 1)[0]
-    rows: dict[str, tuple[str, set[str] | None]] = {}
-    layer = ""
+def room_of(name: str) -> str:
+    """The room of a module's short name: its subpackage, ``base`` for ``errors`` and
+    ``_version``, ``root`` for the package's own entry modules (``source``, ``__init__``, …)."""
+    if name in ("errors", "_version"):
+        return BASE
+    head, dot, _ = name.partition(".")
+    return head if dot or (ROOT / PACKAGE / head).is_dir() else ROOT_ROOM
+
+
+def _section(title: str) -> str:
+    return DOC.read_text().split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+
+
+def _cells(section: str) -> list[list[str]]:
+    out = []
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 4 or cells[1].startswith("-") or cells[1] == "module":
-            continue
-        layer = cells[0] or layer
-        path = cells[1].strip("`")
+        if len(cells) == 4 and not cells[1].startswith("-") and cells[1] not in ("module",
+                                                                                 "room"):
+            out.append(cells)
+    return out
+
+
+def _room_name(cell: str) -> str:
+    """``core/`` → ``core``; *the package root* → ``root``; ``errors.py``… → ``base``."""
+    cell = cell.strip().strip("`")
+    if cell.startswith("errors.py"):
+        return BASE
+    return ROOT_ROOM if cell == "the package root" else cell.rstrip("/")
+
+
+def rooms_table() -> dict[str, tuple[int, set[str]]]:
+    """The Rooms table: room → (floor, the rooms it may import)."""
+    rooms: dict[str, tuple[int, set[str]]] = {}
+    for floor, room, _, allowed in _cells(_section("Rooms")):
+        names = set() if allowed in ("nothing", "—") else {
+            _room_name(part) for part in allowed.replace("every room", "").split(",")
+            if part.strip()}
+        rooms[_room_name(room)] = (int(floor), names)
+    if "every room" in _section("Rooms"):  # the root may import every room below it
+        top = rooms[ROOT_ROOM][0]
+        rooms[ROOT_ROOM] = (top, {r for r, (f, _) in rooms.items() if f < top})
+    return rooms
+
+
+def table_rows() -> dict[str, set[str] | None]:
+    """The module map's rows: module (short name) → the modules it may import."""
+    rows: dict[str, set[str] | None] = {}
+    for _, module, _, allowed in _cells(_section("Module map")):
+        path = module.strip("`")
         if not path.endswith(".py"):
-            continue  # lua/*.lua
+            continue  # redisio/lua/*.lua
         name = path[:-3].replace("/", ".")
         name = name[:-len(".__init__")] if name.endswith(".__init__") else name
-        if cells[3] == "its own modules":  # a package's __init__: its re-exports
-            rows[name] = (layer, None)
+        if allowed == "its own modules":  # a package's __init__: its re-exports
+            rows[name] = None
             continue
-        allowed = set() if cells[3] in ("nothing", "—") else {
+        rows[name] = set() if allowed in ("nothing", "—") else {
             "__init__" if part.strip() == "the package root" else part.strip().strip("`")
-            for part in cells[3].split(",") if part.strip()}
-        rows[name] = (layer, allowed)
+            for part in allowed.split(",") if part.strip()}
     return rows
+
+
+def check_rooms(actual: dict[str, set[str]]) -> list[str]:
+    rooms = rooms_table()
+    problems = []
+    for room, (floor, allowed) in sorted(rooms.items()):
+        for other in sorted(allowed):
+            if other not in rooms:
+                problems.append(f"room {room}: may import {other}, which is not a room")
+            elif rooms[other][0] >= floor:
+                problems.append(f"room {room} (floor {floor}) may import {other} (floor "
+                                f"{rooms[other][0]}): a room may import only rooms below it")
+        init = ROOT / PACKAGE / room / "__init__.py"
+        if room not in (BASE, ROOT_ROOM):
+            said = ast.get_docstring(ast.parse(init.read_text())) or "" if init.exists() else ""
+            want = "May import: " + (", ".join(sorted(
+                "the package root" if r == ROOT_ROOM else r for r in allowed)) or "nothing") + "."
+            if want not in " ".join(said.split()):
+                problems.append(f"{room}/__init__.py: its docstring must end with {want!r} "
+                                "(the Rooms table of docs/architecture.md)")
+    for name in sorted(actual):
+        room = room_of(name)
+        if room not in rooms:
+            problems.append(f"{name}: room {room} has no row in docs/architecture.md's Rooms")
+            continue
+        for dep in sorted(actual[name]):
+            other = room_of(dep)
+            if other not in (room, BASE) and other not in rooms[room][1]:
+                problems.append(f"{name} ({room}/) imports {dep} ({other}): {room}/ may "
+                                f"import {', '.join(sorted(rooms[room][1])) or 'nothing'}")
+    return problems
 
 
 def check_table(graph: dict[str, set[str]]) -> list[str]:
@@ -158,26 +229,18 @@ def check_table(graph: dict[str, set[str]]) -> list[str]:
     problems = []
     actual = {short(m): {short(d) for d in deps} - ANYWHERE for m, deps in graph.items()}
     for name in sorted(set(actual) - set(rows)):
-        problems.append(f"{name}: no row in docs/architecture.md's module map (its layer, one "
-                        f"sentence, may import: {', '.join(sorted(actual[name])) or 'nothing'})")
+        problems.append(f"{name}: no row in docs/architecture.md's module map (one sentence, "
+                        f"may import: {', '.join(sorted(actual[name])) or 'nothing'})")
     for name in sorted(set(rows) - set(actual)):
         problems.append(f"{name}: a row in docs/architecture.md's module map, but no module")
     for name in sorted(set(rows) & set(actual)):
-        layer, allowed = rows[name]
-        if layer not in LAYERS:
-            problems.append(f"{name}: layer {layer!r} is not one of {', '.join(LAYERS)}")
-            continue
+        allowed = rows[name]
         if allowed is not None and allowed != actual[name]:
             problems.append(
                 f"{name}: docs/architecture.md says it may import "
                 f"{', '.join(sorted(allowed)) or 'nothing'}; it imports "
                 f"{', '.join(sorted(actual[name])) or 'nothing'}")
-        for dep in sorted(actual[name]):
-            if dep in rows and rows[dep][0] in LAYERS and \
-                    LAYERS.index(rows[dep][0]) > LAYERS.index(layer):
-                problems.append(f"{name} ({layer}) imports {dep} ({rows[dep][0]}): a layer "
-                                "above its own")
-    return problems
+    return problems + check_rooms(actual)
 
 
 def private_redis_names(path: Path) -> list[str]:

@@ -8,7 +8,8 @@ and the Lua scripts its servers loaded (``.coverage-lanes/<lane>/scripts``), and
 - a module of ``spark_eventbus/redisio/`` is covered by a server lane more than ``--module-gap``
   points and more than ``--module-lines`` lines below the main lane, or ``redisio/`` as a whole
   more than ``--total-gap`` points below;
-- a Lua script of ``spark_eventbus/lua/`` was not run by some lane (the main lane included).
+- a Lua script of ``spark_eventbus/redisio/lua/`` was not run by some lane (the main lane
+  included).
 
 Usage: scripts/check_lanes.py DIR MAIN_LANE LANE [LANE ...]
 """
@@ -23,7 +24,7 @@ import coverage
 
 ROOT = Path(__file__).resolve().parent.parent
 REDISIO = ROOT / "spark_eventbus" / "redisio"
-LUA = ROOT / "spark_eventbus" / "lua"
+LUA = ROOT / "spark_eventbus" / "redisio" / "lua"
 
 
 def lane_coverage(lane: Path) -> dict[str, tuple[int, int]]:

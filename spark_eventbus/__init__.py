@@ -14,6 +14,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__ as __version__
+from .core.ids import StreamId
 from .errors import (
     ConfigError,
     DataLossError,
@@ -27,18 +28,17 @@ from .errors import (
     ReplicationError,
     UnwritableRowError,
 )
-from .ids import StreamId
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from .acking import AckingBatchWriter
     from .source import EventBusDataSource
+    from .writes.acking import AckingBatchWriter
 
 # Loaded on first use: Spark's Python processes import this package to unpickle a reader or a
 # writer, and a reader needs neither the acking writer nor the sink's encoder (which loads
 # pandas), on the path to the first batch of every query (docs/performance.md).
-_LAZY = {"AckingBatchWriter": ".acking", "EventBusDataSource": ".source"}
+_LAZY = {"AckingBatchWriter": ".writes.acking", "EventBusDataSource": ".source"}
 
 
 def __getattr__(name: str) -> Any:

@@ -1,7 +1,7 @@
-"""``python -m spark_eventbus …``: the operator CLI (see :mod:`spark_eventbus.cli`)."""
+"""``python -m spark_eventbus …``: the operator CLI (see :mod:`spark_eventbus.ops.cli`)."""
 
 import sys
 
-from .cli import main
+from .ops.cli import main
 
 sys.exit(main())

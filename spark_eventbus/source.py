@@ -13,13 +13,14 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .decoding import output_schema, parse_value_schema
+from .core.worker_gc import settle
 from .errors import ConfigError
-from .options import SinkOptions, parse_reader_options, parse_sink_options
-from .worker_gc import settle
+from .options.reader import parse_reader_options
+from .options.writer import SinkOptions, parse_sink_options
+from .reads.decoding import output_schema, parse_value_schema
 
 if TYPE_CHECKING:  # the sink's modules load only when a write needs them (not in readers)
-    from .sink_schema import EncodingPlan
+    from .writes.sink_schema import EncodingPlan
 
 
 class EventBusDataSource(DataSource):
@@ -44,7 +45,7 @@ class EventBusDataSource(DataSource):
         return output_schema(vs, fields_binary=opts.fields_binary)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from .batch_reader import EventBusBatchReader, EventBusPushdownReader
+        from .reads.batch_reader import EventBusBatchReader, EventBusPushdownReader
 
         settle()
         opts = parse_reader_options(self.options, streaming=False)
@@ -55,7 +56,7 @@ class EventBusDataSource(DataSource):
         return (EventBusPushdownReader if opts.filter_pushdown else EventBusBatchReader)(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from .stream_reader import EventBusStreamReader, RefusedStreamReader
+        from .group.stream_reader import EventBusStreamReader, RefusedStreamReader
 
         settle()
         try:
@@ -63,15 +64,15 @@ class EventBusDataSource(DataSource):
         except ConfigError as exc:  # at the query's first call, without Spark's noise after it
             return RefusedStreamReader(exc)
         if opts.group is None:  # positions in Spark's checkpoint, nothing written to Redis
-            from .position_reader import PositionStreamReader
+            from .nogroup.position_reader import PositionStreamReader
 
             return PositionStreamReader(opts, schema)
         return EventBusStreamReader(opts, schema)
 
     def _sink(self, schema: StructType) -> tuple[SinkOptions, EncodingPlan]:
         """Driver side, before any task: options, schema rules, target keys and Redis."""
-        from .sink import check_targets
-        from .sink_schema import plan_encoding
+        from .writes.sink import check_targets
+        from .writes.sink_schema import plan_encoding
 
         settle()
         opts = parse_sink_options(self.options)
@@ -80,7 +81,7 @@ class EventBusDataSource(DataSource):
         return opts, plan
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from .sink import EventBusBatchWriter, refuse_overwrite
+        from .writes.sink import EventBusBatchWriter, refuse_overwrite
 
         if overwrite:
             raise refuse_overwrite()
@@ -90,7 +91,7 @@ class EventBusDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         # overwrite is True in outputMode("complete"): each trigger appends the whole result,
         # as Spark's Kafka sink does; a stream has nothing to truncate.
-        from .sink import EventBusStreamWriter
+        from .writes.sink import EventBusStreamWriter
 
         opts, plan = self._sink(schema)
         return EventBusStreamWriter(opts, plan)

@@ -1,1 +1,5 @@
-"""Jobs that run spark-eventbus without writing code (spark-submit or ``python -m``)."""
+"""Jobs that run spark-eventbus without writing code (spark-submit or ``python -m``), using
+the package as users do.
+
+May import: options, the package root.
+"""

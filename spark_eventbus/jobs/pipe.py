@@ -71,7 +71,8 @@ def _check_options(source: Mapping[str, str], fmt: str, sink_options: Mapping[st
                    ) -> None:
     """The reader's and the eventbus sink's own validation, before Spark starts."""
     from spark_eventbus.errors import ConfigError
-    from spark_eventbus.options import parse_reader_options, parse_sink_options
+    from spark_eventbus.options.reader import parse_reader_options
+    from spark_eventbus.options.writer import parse_sink_options
 
     try:
         parse_reader_options(source, streaming=True, warn=False)

@@ -2,7 +2,7 @@
 
 * :mod:`.base` — what the layer shares from redis-py: the ``Redis`` client type, the error
   classes, the cluster redirect replies. Imports nothing of the package.
-* :mod:`.client` — clients made from a :class:`~spark_eventbus.connection.ConnectionSpec` and
+* :mod:`.client` — clients made from a :class:`~spark_eventbus.core.connection.ConnectionSpec` and
   cached per process, with retries: a single node, or a cluster client when the URL names a
   cluster node.
 * :mod:`.boundary` — redis-py errors become :mod:`spark_eventbus.errors` here, and only here.
@@ -18,6 +18,8 @@
   (claim plans, loss records), :mod:`.probes` (group state, news, lag, progress),
   :mod:`.leases` (consumer leases, heartbeat), :mod:`.discovery` (``streamPattern``).
 * :mod:`.losses` — entries a replayed batch no longer finds: per-ID replay, acks, loss records.
+
+May import: core.
 """
 
 from __future__ import annotations

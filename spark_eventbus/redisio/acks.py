@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..offsets import StreamBatch
+from ..core.offsets import StreamBatch
 from . import retention
 from .boundary import redis_errors
 from .group import ConsumerOps, where

@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 
 from redis.exceptions import NoPermissionError
 
+from ..core.keys import alive_key, lease_key
+from ..core.losses import LossRecord
 from ..errors import ConfigError, EventBusError
-from ..keys import alive_key, lease_key
-from ..losses import LossRecord
 from .base import Redis
 from .boundary import redis_errors
 from .capabilities import capabilities_of, check_scripting

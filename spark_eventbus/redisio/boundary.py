@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import redis
 
-from ..connection import ConnectionSpec, spell
+from ..core.connection import ConnectionSpec, spell
 from ..errors import (
     ConfigError,
     EventBusConnectionError,
@@ -66,7 +66,7 @@ def _is_tls_failure(exc: BaseException) -> bool:
 def translate(exc: BaseException, what: str, secrets: Iterable[str | None] = (),
               style: str = "option") -> EventBusError:
     """Map a redis-py error raised while doing ``what`` to an :class:`EventBusError`; settings
-    are named as ``style`` names them (:func:`spark_eventbus.connection.spell`: Spark options,
+    are named as ``style`` names them (:func:`spark_eventbus.core.connection.spell`: Spark options,
     keyword arguments, the CLI's flags).
 
     Use as ``raise translate(exc, "claiming entries of 'orders'", secrets) from exc``.

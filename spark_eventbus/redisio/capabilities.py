@@ -1,4 +1,4 @@
-"""The capability probe (:class:`spark_eventbus.capabilities.Capabilities`), one round trip
+"""The capability probe (:class:`spark_eventbus.core.capabilities.Capabilities`), one round trip
 per node: ``HELLO`` (no arguments: the protocol stays as it is) for the family and version
 shown in messages, each of ``OPTIONAL_COMMANDS`` sent without arguments, and ``SCRIPT LOAD``
 of a one-line script for Lua.
@@ -16,8 +16,8 @@ from typing import Any
 from redis.cluster import RedisCluster
 from redis.exceptions import NoPermissionError
 
-from ..capabilities import OPTIONAL_COMMANDS, Capabilities, parse_version, require_scripting
-from ..connection import ConnectionSpec
+from ..core.capabilities import OPTIONAL_COMMANDS, Capabilities, parse_version, require_scripting
+from ..core.connection import ConnectionSpec
 from .base import Redis, ResponseError
 from .streams import text
 from .wire import pipeline

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..offsets import ClaimedRange
-from ..planning import entries_within
+from ..core.offsets import ClaimedRange
+from ..core.planning import entries_within
 from .boundary import redis_errors
 from .deadletter import dead_letter
 from .group import ClaimResult, ConsumerOps, ReclaimResult, where

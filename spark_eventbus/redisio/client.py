@@ -20,7 +20,7 @@ from redis.credentials import StreamingCredentialProvider
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 
-from ..connection import ConnectionSpec, format_sentinels, spell
+from ..core.connection import CLIENT_DEFAULTS, ConnectionSpec, format_sentinels, spell
 from ..errors import ConfigError, EventBusConnectionError, redact
 from .base import Redis
 from .boundary import translate
@@ -52,11 +52,7 @@ _DRIVER_INFO = _driver_info()
 def _node_kwargs(spec: ConnectionSpec) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         **_DRIVER_INFO,
-        "socket_connect_timeout": 5,
-        "socket_timeout": 60,
-        "socket_keepalive": True,
-        "health_check_interval": 30,
-        "client_name": "spark-eventbus",
+        **CLIENT_DEFAULTS,
         # Pinned: reply shapes (XRANGE parsed raw on executors) must not change with the
         # redis-py version's default protocol. RESP3 needs Redis >= 6.0.
         "protocol": 3,

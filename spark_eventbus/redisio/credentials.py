@@ -21,9 +21,9 @@ from urllib.parse import unquote, urlsplit
 import redis
 from redis.credentials import CredentialProvider, StreamingCredentialProvider
 
-from ..connection import ConnectionSpec, spell
+from ..core.connection import ConnectionSpec, spell
+from ..core.factories import call_factory
 from ..errors import ConfigError
-from ..factories import call_factory
 
 
 class CredentialsUnavailable(redis.AuthenticationError):

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..keys import BOOKKEEPING_TTL_MS, dead_letter_marker_key, replay_marker_key
+from ..core.keys import BOOKKEEPING_TTL_MS, dead_letter_marker_key, replay_marker_key
 from .boundary import redis_errors
 from .client import ConnectionSpec, client
 from .durability import Barrier, wait_for_writes

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..keys import PREFIX
+from ..core.keys import PREFIX
 from .boundary import redis_errors
 from .client import ConnectionSpec, client
 from .group import ConsumerOps, where

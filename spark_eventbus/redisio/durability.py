@@ -23,8 +23,8 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from ..capabilities import Capabilities, require_option
-from ..connection import ConnectionSpec, spell
+from ..core.capabilities import Capabilities, require_option
+from ..core.connection import ConnectionSpec, spell
 from ..errors import ConfigError, ReplicasMissing, ReplicasShort, ReplicationError
 from .base import Redis
 from .boundary import redis_errors
@@ -131,7 +131,7 @@ def check_durability(spec: ConnectionSpec, r: Redis, style: str = "option") -> N
     for replicas missing now."""
     if not spec.waits:
         return
-    from ..connection import spell
+    from ..core.connection import spell
 
     nodes = (list(r.get_primaries()) if isinstance(r, RedisCluster) else [None])
     if spec.wait_aof:
@@ -169,7 +169,7 @@ def check_durability(spec: ConnectionSpec, r: Redis, style: str = "option") -> N
 
 
 def _require_waitaof(caps: Capabilities, have: bool, where: str, style: str) -> None:
-    from ..connection import spell
+    from ..core.connection import spell
 
     require_option(caps, spell("waitAof", style), "true",
                    "WAITAOF (Redis >= 7.2 or Valkey has it)", have, where,

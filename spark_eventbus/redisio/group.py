@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import resp
-from ..capabilities import streams_too_old
+from ..core import resp
+from ..core.capabilities import streams_too_old
+from ..core.ids import StreamId
+from ..core.keys import lease_key, plan_key
+from ..core.offsets import ClaimedRange, StreamBatch
 from ..errors import ConfigError
-from ..ids import StreamId
-from ..keys import lease_key, plan_key
-from ..offsets import ClaimedRange, StreamBatch
 from .base import Redis, ResponseError
 from .boundary import redis_errors
 from .client import ConnectionSpec, client

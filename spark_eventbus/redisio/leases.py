@@ -1,12 +1,12 @@
 """Consumer leases of many streams at once (a single stream is a list of one), pipelined
-per node, and a query's heartbeat key (:mod:`spark_eventbus.lease` decides when to take,
+per node, and a query's heartbeat key (:mod:`spark_eventbus.group.lease` decides when to take,
 renew, steal and give them back)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..keys import alive_key
+from ..core.keys import alive_key
 from .boundary import redis_errors
 from .client import ConnectionSpec, client
 from .group import ConsumerOps, where

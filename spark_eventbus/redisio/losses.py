@@ -1,4 +1,4 @@
-"""Entries a replayed batch no longer finds (:mod:`spark_eventbus.losses`), on the Redis side:
+"""Entries a replayed batch no longer finds (:mod:`spark_eventbus.core.losses`), on the Redis side:
 per-ID replay of reclaimed entries, acking what is gone, and the consumer's loss record
 (``lua/loss_record.lua``, ``loss_accept.lua``, ``loss_settle.lua``).
 
@@ -14,8 +14,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..keys import loss_key
-from ..losses import LossRecord, RangeLoss
+from ..core.keys import loss_key
+from ..core.losses import LossRecord, RangeLoss
 from .client import Redis
 from .scripts import run_script
 from .streams import text, xack, xrange_pages

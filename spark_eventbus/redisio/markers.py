@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 
-from ..connection import ConnectionSpec
+from ..core.connection import ConnectionSpec
 from .boundary import redis_errors
 from .client import client
 from .streams import text

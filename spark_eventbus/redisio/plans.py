@@ -10,8 +10,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..keys import loss_key
-from ..offsets import StreamBatch
+from ..core.keys import loss_key
+from ..core.offsets import StreamBatch
 from .boundary import redis_errors
 from .group import ConsumerOps, where
 from .losses import settle_losses

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..capabilities import streams_too_old
+from ..core.capabilities import streams_too_old
+from ..core.ids import StreamId
+from ..core.keys import key_slot
 from ..errors import EventBusConnectionError
-from ..ids import StreamId
-from ..keys import key_slot
 from .boundary import redis_errors
 from .client import is_cluster
 from .group import ConsumerOps, where

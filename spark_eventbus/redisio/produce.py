@@ -2,7 +2,7 @@
 sink's one write path (its dead letters included).
 
 The sink's chunks arrive here as ``XADD`` commands already encoded as RESP
-(:func:`spark_eventbus.chunking.xadd_commands`). One chunk is two round trips on one
+(:func:`spark_eventbus.writes.chunking.xadd_commands`). One chunk is two round trips on one
 connection of the node serving the stream:
 
 1. ``WATCH <marker>``, ``SISMEMBER <marker> <member>``, ``TYPE <stream>`` (and ``TIME`` when
@@ -32,9 +32,9 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from ..connection import ConnectionSpec
+from ..core.connection import ConnectionSpec
+from ..core.keys import sink_marker_key
 from ..errors import ConfigError
-from ..keys import sink_marker_key
 from .base import Redis
 from .boundary import redis_errors
 from .capabilities import capabilities_of

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..losses import RangeLoss
+from ..core.losses import RangeLoss
 from .boundary import redis_errors
 from .client import ConnectionSpec, client
 from .losses import ack_gone, record_losses, xrange_each

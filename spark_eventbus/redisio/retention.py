@@ -1,6 +1,6 @@
 """Trimming what every consumer group has acked (``eventbus stream trim``, reader option
 ``trimAcked``): the groups' positions (``XINFO GROUPS``, ``XPENDING``), the bound
-(:func:`spark_eventbus.retention.trim_bound`), then ``lua/trim.lua``, which checks every group
+(:func:`spark_eventbus.core.retention.trim_bound`), then ``lua/trim.lua``, which checks every group
 again and runs ``XTRIM MINID`` in the same atomic step. A stream lives in one cluster slot, so
 this is per stream on Redis Cluster too."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ids import StreamId
-from ..retention import GroupPosition, TrimBound, trim_bound
+from ..core.ids import StreamId
+from ..core.retention import GroupPosition, TrimBound, trim_bound
 from .base import Redis
 from .scripts import run_script
 from .streams import entry_sizes, key_type, text, xrange_pages

@@ -1,4 +1,4 @@
-"""The Lua scripts of ``spark_eventbus/lua``, loaded once per process by name and run through
+"""The Lua scripts of ``redisio/lua/``, loaded once per process by name and run through
 redis-py ``Script`` (EVALSHA, reloaded on NOSCRIPT). Each ``<name>.lua`` is one atomic operation
 with a KEYS/ARGV/returns header; ``_lib.lua`` (shared helpers) is prepended to every script."""
 
@@ -14,7 +14,7 @@ from typing import Any
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
-from ..keys import BOOKKEEPING_TTL_MS
+from ..core.keys import BOOKKEEPING_TTL_MS
 from .base import Redis, ResponseError
 from .wire import pipeline
 
@@ -28,8 +28,8 @@ _loaded: set[tuple[int, str]] = set()
 @cache
 def script_text(name: str) -> str:
     """The full text of script ``name`` (helpers included), with ``BOOKKEEPING_TTL_MS`` (the
-    one TTL of bookkeeping keys, :data:`spark_eventbus.keys.BOOKKEEPING_TTL_MS`) put in."""
-    lua = resources.files("spark_eventbus") / "lua"
+    one TTL of bookkeeping keys, :data:`spark_eventbus.core.keys.BOOKKEEPING_TTL_MS`) put in."""
+    lua = resources.files("spark_eventbus.redisio") / "lua"
     text = (lua / "_lib.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
     return text.replace("BOOKKEEPING_TTL_MS", str(BOOKKEEPING_TTL_MS))
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from redis.exceptions import NoPermissionError
 
-from ..connection import ConnectionSpec
+from ..core.connection import ConnectionSpec
 from ..errors import NotAStreamError
 from .base import Redis, ResponseError
 from .boundary import redis_errors

@@ -9,10 +9,10 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ..connection import ConnectionSpec
+from ..core.connection import ConnectionSpec
+from ..core.ids import StreamId
+from ..core.positions import Tail
 from ..errors import NotAStreamError
-from ..ids import StreamId
-from ..positions import Tail
 from .boundary import redis_errors
 from .client import client
 from .streams import text, xrange_pages
@@ -36,7 +36,7 @@ def _tail(stream: str, reply: Any, server: str) -> Tail | None:
 
 
 def tails(spec: ConnectionSpec, streams: Sequence[str]) -> list[Tail | None]:
-    """Each stream's :class:`~spark_eventbus.positions.Tail` (None: no such key), one round
+    """Each stream's :class:`~spark_eventbus.core.positions.Tail` (None: no such key), one round
     trip per node."""
     if not streams:
         return []

@@ -40,7 +40,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from ..worker_gc import paused_gc
+from ..core.worker_gc import paused_gc
 from .base import Redis, ResponseError
 from .retry import CLUSTER_SEND_AGAIN, NOT_RUN, Window, WindowRetry, cluster_in_flux
 

@@ -77,7 +77,7 @@ def record_scripts(server: RedisServer) -> None:
         return
     from spark_eventbus.redisio.scripts import script_text
 
-    lua = Path(__file__).resolve().parents[2] / "spark_eventbus" / "lua"
+    lua = Path(__file__).resolve().parents[2] / "spark_eventbus" / "redisio" / "lua"
     names = sorted(p.stem for p in lua.glob("*.lua") if not p.stem.startswith("_"))
     shas = [hashlib.sha1(script_text(n).encode()).hexdigest() for n in names]
     try:

@@ -34,10 +34,10 @@ def produce(r: redis.Redis, stream: str, n: int, start: int = 0, *,
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """``eventbus ARGS`` in this process (``spark_eventbus.cli.main``, as the entry point calls
+    """``eventbus ARGS`` in this process (``spark_eventbus.ops.cli.main``, as the entry point calls
     it): its exit status (argparse's exit included), stdout and stderr. Saves a Python start
     per call; test_cli runs the real entry point as a process too (exit codes, a signal)."""
-    from spark_eventbus.cli import main
+    from spark_eventbus.ops.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -50,8 +50,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def driver_reader(url: str, stream: str, group: str, **extra: str) -> Any:
     """The streaming reader's driver half, to call ``initialOffset``/``latestOffset`` directly."""
-    from spark_eventbus.options import parse_reader_options
-    from spark_eventbus.stream_reader import EventBusStreamReader
+    from spark_eventbus.group.stream_reader import EventBusStreamReader
+    from spark_eventbus.options.reader import parse_reader_options
 
     opts = parse_reader_options({"url": url, "stream": stream, "group": group,
                                  "startingPosition": "earliest", **extra}, streaming=True)

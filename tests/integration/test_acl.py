@@ -14,9 +14,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from spark_eventbus import AckingBatchWriter, ConfigError
-from spark_eventbus.acl import rule
-from spark_eventbus.cli import main as cli
-from spark_eventbus.losses import RangeLoss
+from spark_eventbus.core.losses import RangeLoss
+from spark_eventbus.ops.acl import rule
+from spark_eventbus.ops.cli import main as cli
 from spark_eventbus.redisio import record_losses
 from tests.integration.helpers import checkpoint, pending, produce, run_available_now, stream_df
 
@@ -235,10 +235,10 @@ def test_a_sink_rule_without_transactions_is_refused_at_start_naming_the_command
     the rule; nothing is written. The chunk itself says the same on an executor."""
     import numpy as np
 
-    from spark_eventbus.chunking import WriteChunk, xadd_commands
-    from spark_eventbus.encoding import Run
-    from spark_eventbus.keys import sink_marker_key
+    from spark_eventbus.core.keys import sink_marker_key
     from spark_eventbus.redisio import ConnectionSpec, add_chunk, new_client
+    from spark_eventbus.writes.chunking import WriteChunk, xadd_commands
+    from spark_eventbus.writes.encoding import Run
 
     r = redis_server.client()
     stream, _ = _names()

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from spark_eventbus import AckingBatchWriter, ConfigError
-from spark_eventbus.connection import connection_spec
+from spark_eventbus.core.connection import connection_spec
 from spark_eventbus.redisio import ConnectionSpec, preflight
 from spark_eventbus.redisio.capabilities import (
     capabilities_of,

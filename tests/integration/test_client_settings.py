@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from spark_eventbus import AckingBatchWriter
-from spark_eventbus.options import parse_reader_options
+from spark_eventbus.options.reader import parse_reader_options
 from spark_eventbus.redisio import client
 
 pytestmark = pytest.mark.integration

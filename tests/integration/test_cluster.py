@@ -15,8 +15,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from spark_eventbus import AckingBatchWriter, EventBusConnectionError, register
-from spark_eventbus.keys import dead_letter_marker_key, key_slot, plan_key
-from spark_eventbus.offsets import StreamBatch
+from spark_eventbus.core.keys import dead_letter_marker_key, key_slot, plan_key
+from spark_eventbus.core.offsets import StreamBatch
 from spark_eventbus.redisio import (
     ConnectionSpec,
     ConsumerOps,
@@ -217,7 +217,7 @@ def test_reader_max_deliveries_dead_letters_into_another_slot(
 
 
 def test_cli_status_and_dlq_replay_across_slots(redis_cluster, names):
-    from spark_eventbus.cli import main
+    from spark_eventbus.ops.cli import main
 
     r = redis_cluster.client()
     tag = names["tag"]
@@ -245,7 +245,7 @@ def test_a_cross_slot_dlq_replay_deletes_nothing_before_the_replicas_have_the_co
     deletes the originals on the other: with --wait-replicas it waits for the copies first, so
     a failover of the target's shard cannot lose both. This cluster has no replicas: the wait
     fails, and nothing is deleted; a replay without it then moves each entry exactly once."""
-    from spark_eventbus.cli import main
+    from spark_eventbus.ops.cli import main
 
     r = redis_cluster.client()
     tag = names["tag"]

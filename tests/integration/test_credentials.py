@@ -21,8 +21,8 @@ import redis
 from pyspark.sql import functions as F
 
 from spark_eventbus import AckingBatchWriter, ConfigError
-from spark_eventbus.cli import main as cli
-from spark_eventbus.connection import connection_spec
+from spark_eventbus.core.connection import connection_spec
+from spark_eventbus.ops.cli import main as cli
 from spark_eventbus.redisio import client, preflight
 from tests.integration import rotating_credentials
 from tests.integration.helpers import checkpoint, pending, stream_df, wait_for

@@ -19,10 +19,10 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from spark_eventbus import DataLossError
-from spark_eventbus.cli import main as cli
-from spark_eventbus.keys import loss_key
-from spark_eventbus.offsets import BatchOffset
-from spark_eventbus.stream_reader import EventBusStreamReader
+from spark_eventbus.core.keys import loss_key
+from spark_eventbus.core.offsets import BatchOffset
+from spark_eventbus.group.stream_reader import EventBusStreamReader
+from spark_eventbus.ops.cli import main as cli
 from tests.harness.redis_server import RedisServer
 from tests.integration.helpers import (
     checkpoint,

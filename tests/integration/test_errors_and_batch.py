@@ -68,8 +68,8 @@ def test_batch_bounds_per_stream_by_id_and_by_time(spark, redis_server, names):
 def test_starting_positions_per_stream_create_each_group_where_asked(redis_server, names):
     """startingPosition as JSON by stream: a stream ID (the group starts after it), a time
     (at the first entry at or after it), earliest; the streams not named at '*'."""
-    from spark_eventbus.options import parse_reader_options
-    from spark_eventbus.subscription import Subscription
+    from spark_eventbus.group.subscription import Subscription
+    from spark_eventbus.options.reader import parse_reader_options
 
     r = redis_server.client()
     a, b, c, d = (f"{names['stream']}:{x}" for x in "abcd")
@@ -209,8 +209,8 @@ def test_starting_position_for_a_group_that_exists_is_said_to_be_ignored(redis_s
     the driver says so with the command that moves the group."""
     import logging
 
-    from spark_eventbus.options import parse_reader_options
-    from spark_eventbus.subscription import Subscription
+    from spark_eventbus.group.subscription import Subscription
+    from spark_eventbus.options.reader import parse_reader_options
 
     r = redis_server.client()
     stream, group = names["stream"], names["group"]
@@ -239,7 +239,7 @@ def test_refused_credentials_fail_at_once_without_retrying(own_redis, given):
     it only delays the error (a wrong password took 6.4 s, none at all ~36 s). One connection
     attempt, then the clear error. (Credentials that rotate are retried with fresh ones: the
     credentials options.)"""
-    from spark_eventbus.connection import connection_spec
+    from spark_eventbus.core.connection import connection_spec
     from spark_eventbus.errors import ConfigError
     from spark_eventbus.redisio.client import new_client
 

@@ -15,8 +15,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from spark_eventbus import DataLossError, StreamId
-from spark_eventbus.offsets import BatchOffset, StreamBatch
-from spark_eventbus.stream_reader import EventBusStreamReader
+from spark_eventbus.core.offsets import BatchOffset, StreamBatch
+from spark_eventbus.group.stream_reader import EventBusStreamReader
 from tests.integration.helpers import (
     checkpoint,
     driver_reader,
@@ -257,7 +257,7 @@ def test_a_query_starting_with_nothing_to_read_runs_one_empty_warm_up_batch(redi
 def test_committed_batch_whose_ack_was_lost_is_acked_by_the_next_driver(redis_server, names):
     """The driver dies after Spark committed batches 1 and 2 but before batch 1 was acked:
     the next driver acks batch 1 from its plan instead of letting it come back as duplicates."""
-    from spark_eventbus.keys import plan_key
+    from spark_eventbus.core.keys import plan_key
 
     r = redis_server.client()
     produce(r, names["stream"], 3_000)

@@ -9,7 +9,7 @@ from typing import Any
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from spark_eventbus.offsets import BatchOffset
+from spark_eventbus.core.offsets import BatchOffset
 from tests.integration.helpers import (
     driver_reader,
     ids_of,

@@ -20,9 +20,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from spark_eventbus import register
-from spark_eventbus.cli import main as cli_main
-from spark_eventbus.connection import connection_spec
+from spark_eventbus.core.connection import connection_spec
 from spark_eventbus.errors import ConfigError, EventBusConnectionError, ReplicationError
+from spark_eventbus.ops.cli import main as cli_main
 from spark_eventbus.redisio import client, preflight
 from tests.harness.redis_sentinel import MASTER, SentinelTopology
 from tests.harness.redis_server import free_port
@@ -469,7 +469,7 @@ def test_read_from_replicas_through_sentinel_without_a_replica_reads_the_primary
     """``readFrom=replica`` through sentinels that know no replica of the master (redis-py's
     replica pool then falls back to the primary): the read is served by the primary, and the
     client says so when it is made, naming the master."""
-    from spark_eventbus.connection import ConnectionSpec
+    from spark_eventbus.core.connection import ConnectionSpec
     from spark_eventbus.redisio.tails import tails
 
     t = SentinelTopology(tmp_path / "alone", replicas=0, sentinels=1).start()

@@ -21,9 +21,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from spark_eventbus import AckingBatchWriter, ConfigError
-from spark_eventbus.keys import alive_key, key_slot, lease_key, plan_key
-from spark_eventbus.lease import LEASE_TTL_MS
-from spark_eventbus.offsets import BatchOffset
+from spark_eventbus.core.keys import alive_key, key_slot, lease_key, plan_key
+from spark_eventbus.core.offsets import BatchOffset
+from spark_eventbus.group.lease import LEASE_TTL_MS
 from tests.integration.helpers import (
     checkpoint,
     driver_reader,
@@ -219,9 +219,9 @@ def test_second_live_query_on_one_consumer_is_refused_naming_the_option(
 
 HOLDER = textwrap.dedent("""
     import sys, time
-    import spark_eventbus.lease as lease_mod
-    from spark_eventbus.options import parse_reader_options
-    from spark_eventbus.stream_reader import EventBusStreamReader
+    import spark_eventbus.group.lease as lease_mod
+    from spark_eventbus.options.reader import parse_reader_options
+    from spark_eventbus.group.stream_reader import EventBusStreamReader
     lease_mod.LEASE_TTL_MS, lease_mod.LEASE_RENEW_S = 4000, 1.0  # a short heartbeat, renewed
     opts = parse_reader_options({"url": sys.argv[1], "stream": sys.argv[2], "group": sys.argv[3],
                                  "startingPosition": "earliest"}, streaming=True)

@@ -10,8 +10,8 @@ import pytest
 import redis
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from spark_eventbus.keys import key_slot
-from spark_eventbus.offsets import BatchOffset
+from spark_eventbus.core.keys import key_slot
+from spark_eventbus.core.offsets import BatchOffset
 from tests.integration.helpers import (
     driver_reader,
     pending,
@@ -174,9 +174,9 @@ def test_a_query_whose_heartbeat_lapsed_finds_a_takeover_at_its_next_beat(
     """A stalled query whose heartbeat expired, and whose lease another
     query took meanwhile, finds out at its next beat (it renews every lease at once), not at
     the leases' own renewal minutes later."""
-    import spark_eventbus.lease as lease_mod
+    import spark_eventbus.group.lease as lease_mod
+    from spark_eventbus.core.keys import alive_key, lease_key
     from spark_eventbus.errors import ConfigError
-    from spark_eventbus.keys import alive_key, lease_key
 
     monkeypatch.setattr(lease_mod, "LEASE_RENEW_S", 0.3)
     r = redis_server.client()
@@ -198,8 +198,8 @@ def test_a_query_whose_heartbeat_lapsed_finds_a_takeover_at_its_next_beat(
 def test_the_lease_refuses_a_second_query_on_any_overlapping_stream(redis_server, names):
     """A live query's leases refuse a second query on any overlapping stream, and a killed
     one's let it in once its driver's heartbeat has expired."""
+    from spark_eventbus.core.keys import lease_key
     from spark_eventbus.errors import ConfigError
-    from spark_eventbus.keys import lease_key
     from spark_eventbus.redisio.admin import live_leases
     from tests.integration.test_key_layout import _holder, _kill
 
@@ -233,7 +233,7 @@ def test_the_lease_refuses_a_second_query_on_any_overlapping_stream(redis_server
 @pytest.mark.server
 def test_a_pattern_subscription_picks_up_new_streams_and_drops_deleted_ones(redis_server,
                                                                            names):
-    from spark_eventbus.keys import lease_key, plan_key
+    from spark_eventbus.core.keys import lease_key, plan_key
 
     r = redis_server.client()
     group, base = names["group"], names["stream"]
@@ -337,7 +337,7 @@ def test_heartbeat_leases_over_names_with_braces_colons_and_a_shared_tag(redis_s
     with stream names holding braces, colons and a hash tag they share, each stream still gets
     a lease of its own (in its slot), and a successor of a holder whose heartbeat stopped takes
     every one of them over."""
-    from spark_eventbus.keys import alive_key, lease_key
+    from spark_eventbus.core.keys import alive_key, lease_key
 
     r = redis_server.client()
     base, group = names["stream"], names["group"]

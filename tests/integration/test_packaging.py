@@ -27,7 +27,8 @@ def test_the_wheel_installs_and_runs_the_demo(redis_server, tmp_path):
     sdist = next(dist.glob("spark_eventbus-*.tar.gz"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "pyspark_eventbus.py" in names  # Spark's auto-registration hook
-    assert "spark_eventbus/lua/claim.lua" in names and "spark_eventbus/redisio/client.py" in names
+    assert "spark_eventbus/redisio/lua/claim.lua" in names
+    assert "spark_eventbus/redisio/client.py" in names and "spark_eventbus/core/ids.py" in names
     assert not any(n.startswith(("tests/", "scripts/")) for n in names)
     with tarfile.open(sdist) as tar:
         assert any(n.endswith("/README.md") for n in tar.getnames())

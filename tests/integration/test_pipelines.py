@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import redis
 
-from spark_eventbus.connection import connection_spec
+from spark_eventbus.core.connection import connection_spec
 from spark_eventbus.errors import EventBusConnectionError
 from spark_eventbus.redisio import client
 from spark_eventbus.redisio.boundary import redis_errors

@@ -11,7 +11,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
-from spark_eventbus.connection import connection_spec
+from spark_eventbus.core.connection import connection_spec
 from spark_eventbus.errors import ReplicasMissing, ReplicationError
 from spark_eventbus.redisio import ConnectionSpec, ensure_groups, probes
 from spark_eventbus.redisio.durability import Barrier, wait_for_writes

@@ -116,10 +116,10 @@ def test_trim_acked_trims_the_acked_streams_and_every_stream_every_tenth_time(
     """trimAcked: each trim asks only the streams the query acked since
     the last one (a quiet stream costs nothing), and every stream every TRIM_ALL_EVERY-th
     time (another group's acks can free entries too)."""
-    from spark_eventbus.closing import TRIM_ALL_EVERY, Closer
-    from spark_eventbus.ledger import ClaimState
-    from spark_eventbus.loss_reports import SourceMetrics
-    from spark_eventbus.options import parse_reader_options
+    from spark_eventbus.group.closing import TRIM_ALL_EVERY, Closer
+    from spark_eventbus.group.ledger import ClaimState
+    from spark_eventbus.group.loss_reports import SourceMetrics
+    from spark_eventbus.options.reader import parse_reader_options
     from spark_eventbus.redisio import ConsumerOps
 
     r = redis_server.client()

@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_eventbus import ConfigError, NotAStreamError, UnwritableRowError
-from spark_eventbus.keys import sink_registry_key
+from spark_eventbus.core.keys import sink_registry_key
 from tests.integration.helpers import checkpoint, stream_df
 
 pytestmark = pytest.mark.integration

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import redis
 
-from spark_eventbus.chunking import WriteChunk, xadd_commands
-from spark_eventbus.encoding import Run
-from spark_eventbus.keys import key_slot, sink_marker_key
+from spark_eventbus.core.keys import key_slot, sink_marker_key
 from spark_eventbus.redisio import ConnectionSpec, Trim, add_chunk, new_client
 from spark_eventbus.redisio.produce import _once
+from spark_eventbus.writes.chunking import WriteChunk, xadd_commands
+from spark_eventbus.writes.encoding import Run
 from tests.integration.helpers import rejected_calls
 
 pytestmark = [pytest.mark.integration, pytest.mark.server]

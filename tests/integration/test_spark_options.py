@@ -23,7 +23,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from spark_eventbus.options import SPARK_OPTIONS
+from spark_eventbus.options.modes import SPARK_OPTIONS
 
 pytestmark = pytest.mark.integration
 

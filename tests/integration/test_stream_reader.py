@@ -287,7 +287,7 @@ def test_two_queries_with_different_consumers_split_the_stream(
 @pytest.mark.server
 def test_manual_and_none_ack_modes_never_ack_and_keep_no_stale_plans(
         spark, redis_server, names, tmp_path, mode):
-    from spark_eventbus.keys import plan_key
+    from spark_eventbus.core.keys import plan_key
 
     r = redis_server.client()
     produced = produce(r, names["stream"], 3_000)

@@ -15,8 +15,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
-from spark_eventbus.offsets import BatchOffset
-from spark_eventbus.telemetry import GROUP, STREAM, STREAM_SERIES
+from spark_eventbus.core.offsets import BatchOffset
+from spark_eventbus.group.telemetry import GROUP, STREAM, STREAM_SERIES
 from tests.integration.helpers import driver_reader, produce
 
 pytestmark = pytest.mark.integration
@@ -103,7 +103,7 @@ def test_without_opentelemetry_nothing_is_imported_or_recorded(redis_server, nam
     code = f"""
 import sys
 sys.modules["opentelemetry"] = None  # as if not installed
-from spark_eventbus.telemetry import Telemetry
+from spark_eventbus.group.telemetry import Telemetry
 from tests.integration.helpers import driver_reader, produce
 import redis
 r = redis.Redis.from_url({redis_server.url!r})

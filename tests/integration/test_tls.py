@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from redis.cluster import RedisCluster
 
 from spark_eventbus import AckingBatchWriter, ConfigError
-from spark_eventbus.keys import key_slot
+from spark_eventbus.core.keys import key_slot
 from tests.integration.helpers import checkpoint, pending, produce, stream_df
 
 pytestmark = [pytest.mark.integration, pytest.mark.server, pytest.mark.xdist_group("tls")]
@@ -87,7 +87,7 @@ def test_a_client_that_does_not_trust_the_server_fails_at_start_saying_why(spark
 
 
 def test_tls_options_are_checked_before_anything_connects(tls_files):
-    from spark_eventbus.options import parse_reader_options
+    from spark_eventbus.options.reader import parse_reader_options
 
     with pytest.raises(ConfigError, match="needs TLS: use a rediss:// URL"):
         parse_reader_options({"url": "redis://h:1/0", "stream": "s",

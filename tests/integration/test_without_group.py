@@ -18,9 +18,9 @@ import redis
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from spark_eventbus import ConfigError, DataLossError, EventBusConnectionError
-from spark_eventbus.options import parse_reader_options
-from spark_eventbus.position_reader import PositionStreamReader
-from spark_eventbus.positions import PositionOffset
+from spark_eventbus.core.positions import PositionOffset
+from spark_eventbus.nogroup.position_reader import PositionStreamReader
+from spark_eventbus.options.reader import parse_reader_options
 from tests.harness.redis_sentinel import ReplicaServer
 from tests.harness.redis_server import RedisServer, free_port
 from tests.integration.helpers import (

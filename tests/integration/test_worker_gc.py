@@ -1,5 +1,5 @@
 """Spark's worker daemon runs a full gc.collect() after every task; the connector freezes the
-objects a worker has imported once, so that collection stays cheap (worker_gc.py)."""
+objects a worker has imported once, so that collection stays cheap (core/worker_gc.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from spark_eventbus.worker_gc import in_spark_worker, settle
+from spark_eventbus.core.worker_gc import in_spark_worker, settle
 
 pytestmark = pytest.mark.integration
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 def _probe(_: Iterator[int]) -> Iterator[tuple[bool, int]]:
     import gc
 
-    from spark_eventbus.worker_gc import in_spark_worker, settle
+    from spark_eventbus.core.worker_gc import in_spark_worker, settle
 
     settle()
     yield in_spark_worker(), gc.get_freeze_count()

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from spark_eventbus import ConfigError
-from spark_eventbus.capabilities import (
+from spark_eventbus.core.capabilities import (
     DEAD_LETTER_SCRIPTS,
     Capabilities,
     parse_version,

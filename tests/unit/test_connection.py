@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 import redis
 
-from spark_eventbus.acking import AckingBatchWriter
-from spark_eventbus.connection import ConnectionSpec, connection_spec, parse_sentinels
+from spark_eventbus.core.connection import ConnectionSpec, connection_spec, parse_sentinels
 from spark_eventbus.errors import ConfigError
-from spark_eventbus.options import parse_reader_options, parse_sink_options
+from spark_eventbus.options.reader import parse_reader_options
+from spark_eventbus.options.writer import parse_sink_options
 from spark_eventbus.redisio.retry import WindowRetry
+from spark_eventbus.writes.acking import AckingBatchWriter
 
 # the module (the package's name `client` is the function)
 retry_module = importlib.import_module("spark_eventbus.redisio.retry")

@@ -8,7 +8,12 @@ import pytest
 from pyspark.sql.types import ArrayType, IntegerType, MapType, StringType, StructType
 
 from spark_eventbus import ConfigError
-from spark_eventbus.decoding import BatchBuilder, ValueParser, output_schema, parse_value_schema
+from spark_eventbus.reads.decoding import (
+    BatchBuilder,
+    ValueParser,
+    output_schema,
+    parse_value_schema,
+)
 
 
 def test_ddl_and_json_schemas_parse_to_the_same_struct():

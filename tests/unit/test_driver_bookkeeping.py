@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_eventbus.ledger import BatchLedger
+from spark_eventbus.group.ledger import BatchLedger
 from spark_eventbus.redisio.probes import GroupStats, checked_lag, total, unsure_lag
 
 

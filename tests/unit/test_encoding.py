@@ -16,9 +16,9 @@ from pyspark.sql import types as T
 from redis.connection import Connection
 
 from spark_eventbus import ConfigError
-from spark_eventbus.chunking import Chunker, WriteChunk, xadd_commands
-from spark_eventbus.encoding import Run, dead_letter_run, encode_batch
-from spark_eventbus.sink_schema import plan_encoding
+from spark_eventbus.writes.chunking import Chunker, WriteChunk, xadd_commands
+from spark_eventbus.writes.encoding import Run, dead_letter_run, encode_batch
+from spark_eventbus.writes.sink_schema import plan_encoding
 
 S = T.StringType()
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-SINK_MODULES = ("spark_eventbus.sink_schema", "spark_eventbus.field_values",
-                "spark_eventbus.encoding", "spark_eventbus.chunking", "spark_eventbus.sink",
-                "spark_eventbus.acking")
+WRITES = "spark_eventbus.writes."  # the sink and the acking writer: nothing a reader needs
 
 
 def _loaded_after(code: str) -> set[str]:
@@ -20,27 +18,28 @@ def _loaded_after(code: str) -> set[str]:
 def test_a_reader_process_loads_no_sink_module():
     # Unpickling a streaming reader (Spark's source runner, executors) and the data source
     # itself (Spark's planner workers) import these modules.
-    loaded = _loaded_after("import spark_eventbus.stream_reader, spark_eventbus.source")
-    assert "spark_eventbus.partition_reader" in loaded
-    assert not loaded & set(SINK_MODULES)
+    loaded = _loaded_after("import spark_eventbus.group.stream_reader, spark_eventbus.source")
+    assert "spark_eventbus.reads.partition_reader" in loaded
+    assert not {m for m in loaded if m.startswith(WRITES)}
 
 
 def test_the_package_still_exports_everything_on_first_use():
     loaded = _loaded_after(
         "import spark_eventbus as m\n"
-        "assert m.AckingBatchWriter.__module__ == 'spark_eventbus.acking'\n"
+        "assert m.AckingBatchWriter.__module__ == 'spark_eventbus.writes.acking'\n"
         "assert m.EventBusDataSource.name() == 'eventbus'\n"
         "from spark_eventbus import *\n"
         "assert AckingBatchWriter is m.AckingBatchWriter\n"
         "try:\n    m.nothing\nexcept AttributeError:\n    pass\nelse:\n    raise SystemExit(1)")
-    assert "spark_eventbus.acking" in loaded
+    assert "spark_eventbus.writes.acking" in loaded
 
 
 def test_parsing_options_loads_no_redis_client():
-    # Options sit below the I/O layer: they describe a connection (spark_eventbus.connection)
+    # Options sit below the I/O layer: they describe a connection (spark_eventbus.core.connection)
     # and never load redis-py or the redisio layer.
     loaded = _loaded_after(
-        "from spark_eventbus.options import parse_reader_options, parse_sink_options\n"
+        "from spark_eventbus.options.reader import parse_reader_options\n"
+        "from spark_eventbus.options.writer import parse_sink_options\n"
         "parse_reader_options({'stream': 's', 'group': 'g'}, streaming=True).connection\n"
         "parse_sink_options({'stream': 's'})")
     assert not {m for m in loaded

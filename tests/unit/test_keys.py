@@ -1,4 +1,4 @@
-"""Derived keys (spark_eventbus.keys): unique per stream and role, in the stream's slot."""
+"""Derived keys (spark_eventbus.core.keys): unique per stream and role, in the stream's slot."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis.crc import key_slot as redis_py_key_slot
 
-from spark_eventbus.keys import (
+from spark_eventbus.core.keys import (
     derived_key,
     escape,
     glob_matches,

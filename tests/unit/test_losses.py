@@ -1,4 +1,4 @@
-"""Counting and naming entries a replayed batch no longer finds (spark_eventbus.losses)."""
+"""Counting and naming entries a replayed batch no longer finds (spark_eventbus.core.losses)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import shlex
 
 import pytest
 
-from spark_eventbus.connection import cli_connection, connection_spec
-from spark_eventbus.losses import (
+from spark_eventbus.core.connection import cli_connection, connection_spec
+from spark_eventbus.core.losses import (
     SHOWN,
     LossRecord,
     RangeLoss,
@@ -19,7 +19,7 @@ from spark_eventbus.losses import (
     skip_message,
     total_missing,
 )
-from spark_eventbus.offsets import ClaimedRange
+from spark_eventbus.core.offsets import ClaimedRange
 
 # The issue's batch: 500 entries claimed on the old primary, 50 on the promoted replica.
 FAILOVER = ClaimedRange("1795502884520-0", "1795502884990-28", 500)

@@ -7,7 +7,8 @@ import re
 import pytest
 
 from spark_eventbus import ConfigError
-from spark_eventbus.options import parse_reader_options, parse_sink_options
+from spark_eventbus.options.reader import parse_reader_options
+from spark_eventbus.options.writer import parse_sink_options
 
 BASE = {"stream": "orders", "group": "billing"}
 

@@ -7,9 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_eventbus.errors import EventBusError
-from spark_eventbus.offsets import BatchOffset, ClaimedRange, StreamBatch
-from spark_eventbus.planning import (
+from spark_eventbus.core.offsets import BatchOffset, ClaimedRange, StreamBatch
+from spark_eventbus.core.planning import (
     MAX_CLAIM_CHUNK,
     SYNC_CLAIM_ENTRIES,
     UNBOUNDED_GRANT,
@@ -24,6 +23,7 @@ from spark_eventbus.planning import (
     split_id_range,
     stream_grants,
 )
+from spark_eventbus.errors import EventBusError
 
 
 def split_partitions(stream: str, batch: StreamBatch, num_partitions: int) -> list[Slice]:

@@ -8,10 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_eventbus.errors import EventBusError
-from spark_eventbus.ids import StreamId
-from spark_eventbus.offsets import BatchOffset
-from spark_eventbus.positions import (
+from spark_eventbus.core.ids import StreamId
+from spark_eventbus.core.offsets import BatchOffset
+from spark_eventbus.core.positions import (
     MIN_SPLIT,
     Position,
     PositionOffset,
@@ -25,6 +24,7 @@ from spark_eventbus.positions import (
     to_tail,
     trimmed_in,
 )
+from spark_eventbus.errors import EventBusError
 
 # 10 entries 100-0..109-0 added, the first 3 trimmed: 103-0..109-0 held
 TRIMMED = Tail("109-0", 10, 7, "103-0", "102-0")

@@ -15,14 +15,15 @@ from pyspark.sql import types as T
 from redis.connection import Connection
 
 from spark_eventbus import ConfigError
-from spark_eventbus.chunking import WriteChunk, xadd_commands
-from spark_eventbus.decoding import BatchBuilder, ValueParser, output_schema
-from spark_eventbus.encoding import encode_batch
-from spark_eventbus.ids import StreamId
-from spark_eventbus.offsets import BatchOffset, ClaimedRange, StreamBatch
-from spark_eventbus.options import parse_reader_options, parse_sink_options
-from spark_eventbus.planning import split_id_range
-from spark_eventbus.sink_schema import plan_encoding
+from spark_eventbus.core.ids import StreamId
+from spark_eventbus.core.offsets import BatchOffset, ClaimedRange, StreamBatch
+from spark_eventbus.core.planning import split_id_range
+from spark_eventbus.options.reader import parse_reader_options
+from spark_eventbus.options.writer import parse_sink_options
+from spark_eventbus.reads.decoding import BatchBuilder, ValueParser, output_schema
+from spark_eventbus.writes.chunking import WriteChunk, xadd_commands
+from spark_eventbus.writes.encoding import encode_batch
+from spark_eventbus.writes.sink_schema import plan_encoding
 from tests.unit.test_planning import split_partitions
 
 U64 = 2**64 - 1

@@ -18,8 +18,8 @@ from pyspark.sql.datasource import (
     Not,
 )
 
-from spark_eventbus.ids import MAX_TIMESTAMP_MS, StreamId
-from spark_eventbus.pushdown import Narrowing, narrowing
+from spark_eventbus.core.ids import MAX_TIMESTAMP_MS, StreamId
+from spark_eventbus.reads.pushdown import Narrowing, narrowing
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from spark_eventbus.ids import StreamId
-from spark_eventbus.retention import GroupPosition, TrimBound, trim_bound
+from spark_eventbus.core.ids import StreamId
+from spark_eventbus.core.retention import GroupPosition, TrimBound, trim_bound
 
 
 def sid(text: str) -> StreamId:

@@ -8,7 +8,9 @@ import re
 import pytest
 
 from spark_eventbus import ConfigError
-from spark_eventbus.options import parse_min_id, parse_reader_options, parse_sink_options
+from spark_eventbus.options.reader import parse_reader_options
+from spark_eventbus.options.values import parse_min_id
+from spark_eventbus.options.writer import parse_sink_options
 
 
 def test_defaults_follow_the_design_contract():

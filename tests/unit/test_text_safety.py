@@ -17,11 +17,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import types as T
 
-from spark_eventbus.chunking import Chunker, xadd_commands
-from spark_eventbus.decoding import BatchBuilder, ValueParser, output_schema, parse_value_schema
-from spark_eventbus.encoding import encode_batch
 from spark_eventbus.errors import printable
-from spark_eventbus.sink_schema import plan_encoding
+from spark_eventbus.reads.decoding import (
+    BatchBuilder,
+    ValueParser,
+    output_schema,
+    parse_value_schema,
+)
+from spark_eventbus.writes.chunking import Chunker, xadd_commands
+from spark_eventbus.writes.encoding import encode_batch
+from spark_eventbus.writes.sink_schema import plan_encoding
 
 # Every type valueSchema supports, at the top level and nested in structs, arrays and maps.
 EVERY_TYPE = parse_value_schema(

@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from spark_eventbus import worker_gc
-from spark_eventbus.worker_gc import paused_gc
+from spark_eventbus.core import worker_gc
+from spark_eventbus.core.worker_gc import paused_gc
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,143 @@
+"""The offset model: an offset *describes one micro-batch*.
+
+Spark's checkpoint is the authority for what a batch contains, so the offset lists it exactly,
+compactly (Spark writes it to its offset log every batch; only the streams with entries in the
+batch are listed)::
+
+    {"v": 2, "run": "<uuid>", "seq": 7,
+     "streams": {"orders": ["1700-0 12-3 5000", ..., "r 1650-0 2", ...]}}
+
+each chunk as ``"<first> <last ms - first ms>-<last seq> <count>"``, each reclaimed entry as
+``"r <id> <deliveries>"`` (claim plans in Redis keep the JSON form,
+:meth:`StreamBatch.from_json`).
+
+* a **chunk** is what one ``XREADGROUP ... >`` call claimed: a contiguous slice of the stream,
+  fully described by ``(first_id, last_id, count)``;
+* **reclaimed** entries (taken over from idle consumers) are scattered, so they are listed with
+  the delivery count they had when claimed;
+* ``seq`` grows by one per batch; ``run`` identifies the checkpoint (set once by
+  ``initialOffset``) so a claim plan left in Redis by a crashed driver is matched to its query.
+
+JSON of primitives with a fixed key order: Spark compares offsets as JSON text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import EventBusError
+
+VERSION = 2
+
+
+@dataclass(frozen=True)
+class ClaimedRange:
+    """A contiguous slice claimed by one XREADGROUP: every stream entry in [first, last]."""
+
+    first: str
+    last: str
+    count: int
+
+    def to_json(self) -> list[Any]:
+        return [self.first, self.last, self.count]
+
+
+@dataclass(frozen=True)
+class StreamBatch:
+    """What one batch holds of one stream."""
+
+    chunks: tuple[ClaimedRange, ...] = ()
+    reclaimed: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def count(self) -> int:
+        return sum(c.count for c in self.chunks) + len(self.reclaimed)
+
+    def __bool__(self) -> bool:
+        return bool(self.chunks or self.reclaimed)
+
+    def __add__(self, other: StreamBatch) -> StreamBatch:
+        return StreamBatch(self.chunks + other.chunks, self.reclaimed + other.reclaimed)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"chunks": [c.to_json() for c in self.chunks],
+                "reclaimed": [[i, d] for i, d in self.reclaimed]}
+
+    def to_compact(self) -> list[str]:
+        """The v2 offset form (see the module's docstring)."""
+        out = []
+        for c in self.chunks:
+            first_ms, _, _ = c.first.partition("-")
+            last_ms, _, last_seq = c.last.partition("-")
+            out.append(f"{c.first} {int(last_ms) - int(first_ms)}-{last_seq} {c.count}")
+        out += [f"r {i} {d}" for i, d in self.reclaimed]
+        return out
+
+    @classmethod
+    def from_compact(cls, items: list[str]) -> StreamBatch:
+        chunks, reclaimed = [], []
+        for item in items:
+            parts = item.split(" ")
+            if parts[0] == "r":
+                reclaimed.append((parts[1], int(parts[2])))
+                continue
+            first, delta, count = parts
+            first_ms = int(first.partition("-")[0])
+            delta_ms, _, last_seq = delta.rpartition("-")
+            chunks.append(ClaimedRange(first, f"{first_ms + int(delta_ms)}-{last_seq}",
+                                       int(count)))
+        return cls(tuple(chunks), tuple(reclaimed))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StreamBatch:
+        # Lua's cjson encodes an empty array as {}: accept both.
+        chunks = data.get("chunks") or []
+        reclaimed = data.get("reclaimed") or []
+        return cls(
+            tuple(ClaimedRange(str(f), str(l_), int(n)) for f, l_, n in chunks),
+            tuple((str(i), int(d)) for i, d in reclaimed),
+        )
+
+
+@dataclass(frozen=True)
+class BatchOffset:
+    """The end offset of a micro-batch (and, for the next batch, its start)."""
+
+    run: str
+    seq: int
+    streams: Mapping[str, StreamBatch] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "v": VERSION,
+            "run": self.run,
+            "seq": self.seq,
+            "streams": {name: self.streams[name].to_compact() for name in sorted(self.streams)},
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BatchOffset:
+        version = data.get("v")
+        if data.get("kind") is not None:  # positions.PositionOffset's: a read without a group
+            raise EventBusError(
+                f"checkpoint offset {dict(data)!r} was written by a spark-eventbus read without "
+                "a consumer group (option 'group' not given), and this query reads with one: a "
+                "checkpoint belongs to one way of reading. Start the query with a new "
+                "checkpointLocation, or give it the options it was started with.")
+        if version != VERSION:
+            raise EventBusError(
+                f"checkpoint offset {dict(data)!r} was written by another version of "
+                f"spark-eventbus (offset format v{VERSION} expected); start the query with a "
+                "new checkpointLocation."
+            )
+        return cls(
+            run=str(data["run"]),
+            seq=int(data["seq"]),
+            streams={name: StreamBatch.from_compact(sb) for name, sb in data["streams"].items()},
+        )
+
+    @property
+    def count(self) -> int:
+        return sum(sb.count for sb in self.streams.values())

@@ -1,0 +1,117 @@
+"""Closing the batches Spark has committed (driver): acks (``ackMode=commit``), the plans and
+loss records they leave, and ``trimAcked``.
+
+Runs on the planning thread (``commit``, a quiet ``latestOffset``) or on the pre-claim thread
+(:mod:`.prefetch`, while Spark runs the next batch), never both at once: the driver joins the
+pre-claim before closing on the planning thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from ..core.offsets import BatchOffset, StreamBatch
+from ..options.reader import ReaderOptions
+from ..redisio import ConsumerOps, acks, plans
+from .claimer import Claimer
+from .ledger import ClaimState
+from .loss_reports import SourceMetrics
+
+# trimAcked: every stream is trimmed every this many trims (the others, only the streams the
+# query acked since the last one)
+TRIM_ALL_EVERY = 10
+
+
+class Closer:
+    def __init__(self, options: ReaderOptions, ops: Mapping[str, ConsumerOps],
+                 claims: ClaimState, claimer: Claimer, metrics: SourceMetrics) -> None:
+        self.options = options
+        self.ops = ops
+        self.claims = claims
+        self.claimer = claimer
+        self.metrics = metrics
+
+    def close_committed(self, committed: BatchOffset) -> None:
+        """:meth:`close`, once per committed batch (a quiet trigger asks again with the same
+        start)."""
+        if self.claims.closed == (committed.run, committed.seq):
+            return
+        self.close(committed)
+        self.claims.closed = (committed.run, committed.seq)
+
+    def plan_scope(self, run: str, seq: int) -> list[ConsumerOps]:
+        """The streams where a plan of batch ``seq`` may exist: every stream while a driver
+        before this one can have written it (:attr:`ClaimState.full_until`), else those this
+        process's claims wrote into."""
+        claims = self.claims
+        if claims.full_until is None or seq <= claims.full_until:
+            return list(self.ops.values())
+        wrote = self.claimer.ledger.written(run, seq)
+        return [op for name, op in self.ops.items() if name in wrote]
+
+    def close(self, committed: BatchOffset) -> None:
+        """A batch Spark has committed: ack it (ackMode=commit), then drop plans up to it.
+
+        Plans of earlier batches still present were committed too, but the driver died before
+        acking them (the ack runs in the background while the next batch runs): ack them now
+        rather than let them come back through reclaim as duplicates.
+        """
+        claims, ledger = self.claims, self.claimer.ledger
+        wrote = ledger.written_up_to(committed.run, committed.seq)
+        if claims.full_until is None or committed.seq <= claims.full_until:
+            ops = list(self.ops.values())
+        else:  # plans and loss records only where this process claimed or the batch read
+            ops = [op for name, op in self.ops.items()
+                   if name in wrote or name in committed.streams]
+        names = [op.stream for op in ops]
+        found = dict(zip(names, plans.committed_plans(ops, committed.seq), strict=True))
+        # Entries replays of this batch moved past (partition_reader: failOnDataLoss=false,
+        # or a loss an operator accepted) are counted now that the batch is committed.
+        entries, ranges = plans.settle_all_losses(ops, committed.run, committed.seq)
+        self.metrics.lost_entries += entries
+        self.metrics.lost_ranges += ranges
+        if self.options.ack_mode == "commit":
+            earlier = [(op, StreamBatch.from_json(plan)) for op in ops
+                       for field_, plan in found[op.stream].items()
+                       if int(field_) < committed.seq and plan.get("run") == committed.run]
+            acks.ack(earlier)
+            self._acked([op.stream for op, _ in earlier])
+        self.ack(committed)
+        plans.drop_plans(ops, [list(found[name]) for name in names])
+        ledger.forget_written(committed.run, committed.seq)
+        self._trim_acked()
+
+    def ack(self, offset: BatchOffset) -> None:
+        """ackMode=commit: ack every entry of batch ``offset`` (once)."""
+        claims = self.claims
+        if self.options.ack_mode != "commit" or offset.seq <= claims.acked_seq:
+            return
+        acks.ack([(self.ops[name], batch) for name, batch in offset.streams.items()
+                  if name in self.ops])
+        self._acked(list(offset.streams))
+        claims.acked_seq = offset.seq
+
+    def _acked(self, names: list[str]) -> None:
+        """This driver acked entries of these streams: their groups changed (the next probe
+        asks them), and trimAcked may trim them."""
+        self.claimer.probes.touched(names)
+        self.claims.acked_since_trim.update(names)
+
+    def _trim_acked(self) -> None:
+        """``trimAcked``: after acks, at most once per ``trimIntervalMs``, remove from each
+        stream what every group has acked (never an entry pending anywhere, never past a group
+        that lags: :mod:`.redisio.retention`)."""
+        claims, o = self.claims, self.options
+        now = time.monotonic()
+        if not o.trim_acked or (now - claims.last_trim_at) * 1000 < o.trim_interval_ms:
+            return
+        claims.last_trim_at = now
+        # The streams this query acked since the last trim, and every stream every
+        # TRIM_ALL_EVERY-th time (another group's acks can free entries too).
+        acked, claims.acked_since_trim = claims.acked_since_trim, set()
+        everything = claims.trims % TRIM_ALL_EVERY == 0 \
+            or o.ack_mode != "commit"  # acks this driver does not see (AckingBatchWriter)
+        claims.trims += 1
+        acks.trim_acked([op for name, op in list(self.ops.items())
+                         if everything or name in acked])

@@ -1,0 +1,123 @@
+"""Each stream's group as last probed, and which streams to probe again (driver).
+
+A quiet stream costs no command of its own: one ``XREAD COUNT 1`` names the streams with
+news, and only they (and the streams this query changed since their last probe: claims,
+reclaims, acks) are probed; every stream is probed in full at least every
+``min(claimMinIdleMs, discoveryIntervalMs)``.
+
+Two threads use it: the planning thread (``latestOffset``, its progress report) and the
+pre-claim thread (:mod:`.prefetch`); a probe holds ``_probing``, and the marks of changed
+streams ``_marks`` (acks mark them from either thread)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping
+
+from ..errors import ConfigError, EventBusConnectionError, EventBusError
+from ..options.reader import ReaderOptions
+from ..redisio import ConsumerOps, GroupStats, Probe, probes
+from .loss_reports import LossReports
+
+log = logging.getLogger("spark_eventbus")
+
+
+class ProbeCache:
+    def __init__(self, options: ReaderOptions, ops: Mapping[str, ConsumerOps],
+                 reports: LossReports) -> None:
+        self.options = options
+        self.ops = ops  # the subscription's streams (they change under streamPattern)
+        self.reports = reports
+        # What each stream's group looked like when last probed, the streams this query
+        # changed since (claims, reclaims, acks), and when every stream was last probed
+        self.probed: dict[str, Probe] = {}
+        self.dirty: set[str] = set()
+        self.probed_all_at = float("-inf")
+        self._probing = threading.Lock()  # the pre-claim thread and the progress report
+        self._marks = threading.Lock()  # dirty: the pre-claim thread, acks and probes
+
+    def forget(self, names: Iterable[str]) -> None:
+        """Streams that left the subscription."""
+        for n in names:
+            self.probed.pop(n, None)
+
+    def probe(self, planning: bool = True) -> list[Probe]:
+        """Every stream's group state, for one planning round's :meth:`reclaim_all` and
+        :meth:`claim_new` (``planning``: where there is news, only as much as that decision
+        needs) and for the progress report (one pipelined round trip per node).
+
+        A quiet stream costs nothing of its own: one ``XREAD COUNT 1`` over every stream this
+        query has not changed since its last probe (one per slot on a cluster, pipelined per
+        node), from the group's last delivered ID then, names those with new entries, and only
+        they (and the streams this query claimed, reclaimed or acked on) are probed; the
+        others' last probe stands. Every stream is probed at least every ``claimMinIdleMs`` or
+        ``discoveryIntervalMs``, whichever is shorter: what only that shows (entries of
+        another consumer turning idle, entries trimmed or a group destroyed or moved on a
+        stream that got nothing new) is seen within that time."""
+        with self._probing:
+            names = list(self.ops)
+            before = self.probed_all_at
+            with self._marks:
+                dirty, self.dirty = self.dirty, set()  # marks made meanwhile: the next probe
+            try:
+                ask, recheck = self._to_probe(names, dirty)
+                if not planning:  # progress: the streams last probed only for planning too
+                    known = set(ask)
+                    recheck = [n for n in names if n not in known and not self.probed[n].full]
+                fresh = probes.probe([self.ops[n] for n in ask], full=not planning)
+                # a lag that said news where XREAD finds none (Redis 7.0's lag after a trim or
+                # XDEL): looked at in full, or it would be claimed from every trigger
+                ask += recheck
+                fresh += probes.probe([self.ops[n] for n in recheck])
+            except BaseException:
+                self.probed_all_at = before
+                with self._marks:
+                    self.dirty |= dirty
+                raise
+            for name, p in zip(ask, fresh, strict=True):
+                self.probed[name] = p
+                # What a deleted stream took unread (deleted()) is counted from the planning
+                # probes only: a progress probe may run while the pre-claim claims
+                if planning and p.group:
+                    self.reports.observed(name, p)
+            return [self.probed[n] for n in names]
+
+    def _to_probe(self, names: list[str], dirty: set[str]) -> tuple[list[str], list[str]]:
+        """The streams :meth:`probe` asks: every one, or those that may have changed; and
+        the streams to look at in full (a lag that said news where XREAD finds none)."""
+        o = self.options
+        now = time.monotonic()
+        if (now - self.probed_all_at) * 1000 >= min(o.claim_min_idle_ms,
+                                                    o.discovery_interval_ms):
+            self.probed_all_at = now
+            return names, []
+        clean = [n for n in names if n not in dirty and (p := self.probed.get(n)) is not None
+                 and p.group and p.last_delivered is not None]
+        try:
+            news = probes.news([self.ops[n] for n in clean],
+                                  [str(self.probed[n].last_delivered) for n in clean])
+        except (EventBusConnectionError, ConfigError):  # ConfigError: e.g. an ACL refusal
+            raise
+        except EventBusError as exc:  # e.g. WRONGTYPE: a key replaced; every stream looks
+            log.debug("spark-eventbus: looking for news failed, probing every stream: %s", exc)
+            return names, []
+        known = set(clean)
+        return ([n for n in names if n not in known or n in news],
+                [n for n in clean if n not in news and not self.probed[n].full])
+
+    def touched(self, names: Iterable[str]) -> None:
+        """This query changed these streams' groups (acks): the next probe asks them."""
+        with self._marks:
+            self.dirty.update(names)
+
+    def stats(self) -> list[GroupStats]:
+        """Progress of every stream (:meth:`probe`); unknowns when Redis stays unreachable
+        past the client's retries (progress never fails a query)."""
+        try:
+            return [p.stats() for p in self.probe(planning=False)]
+        except EventBusConnectionError as exc:
+            log.warning("spark-eventbus: progress shows unknowns: %s", exc)
+            return [GroupStats(None, None, None) for _ in self.ops]
+
