@@ -19,7 +19,7 @@ LANE_ENV = $(if $(ON),COVERAGE_PROCESS_START=$(CURDIR)/.coveragerc \
   COVERAGE_FILE=$(CURDIR)/.coverage-lanes/$(1)/data \
   EVENTBUS_SCRIPT_LOG=$(CURDIR)/.coverage-lanes/$(1)/scripts)
 
-.PHONY: install deps options-doc test unit test-valkey test-redis8 test-compat test-floor check-lanes demo bench bench-compare soak lint clean
+.PHONY: install deps options-doc test test-pipelines unit test-valkey test-redis8 test-compat test-floor check-lanes demo bench bench-compare soak lint clean
 
 install: $(STAMP) deps
 
@@ -36,7 +36,12 @@ deps:
 
 test: install
 	$(call lane_start,main)
-	$(call LANE_ENV,main) $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
+	$(call LANE_ENV,main) $(PY) -m pytest $(XDIST) -m "not sdp" $(PYTEST_ARGS)
+
+# Spark Declarative Pipelines end to end (marker sdp): examples/pipelines/ run by spark-pipelines,
+# again, and killed with kill -9 mid-run; a spark-pipelines JVM per run, so a lane of its own.
+test-pipelines: install
+	$(PY) -m pytest tests/integration/test_declarative_pipelines.py -m sdp $(PYTEST_ARGS)
 
 unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
