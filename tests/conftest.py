@@ -168,7 +168,6 @@ LONG_FIRST = (
     "test_packaging.py::test_the_wheel_installs_and_runs_the_demo",
     "test_sink.py::test_streaming_query_writes_every_row_with_the_field_mapping",
     "test_pipe_job.py::test_pipe_job_runs_through_spark_submit",
-    "test_errors_and_batch.py::test_new_session_resolves_format_without_register",
     "test_faults.py::test_redis_restart_mid_stream_loses_nothing",
     "test_hostile.py::test_the_query_consumer_deleted_mid_query_loses_nothing",
     "test_hostile.py::test_the_stream_or_group_removed_mid_query_stops_with_a_clear_error",
