@@ -152,37 +152,46 @@ def spark(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-
     session.stop()
 
 
-# The tests that start JVMs of their own (drivers, a cluster, a Connect server, notebook kernels,
-# spark-submit) or run long queries: listed first, longest first, so that pytest-xdist hands
-# them out at the start of a run and the short tests fill in around them, instead of one of
-# them starting last and the run waiting for it alone. (`--dist loadgroup` sends the
-# xdist_group units first, the largest first, then single tests in collection order.) The
+# The tests that start JVMs of their own (drivers, a cluster, spark-submit, a wheel's demo) or
+# run long queries, longest first. They are spread over the first part of the run, one every
+# LONG_SPACING tests after the first LONG_OFFSET (`--dist loadgroup` sends the xdist_group units
+# first, the largest first, then single tests in collection order; each worker holds about three
+# tests ahead): early, so that no worker starts one of them when the others are nearly done,
+# yet apart, so that their JVMs and Python workers do not all start at once. A burst of them
+# (all listed first) starved the Python workers Spark starts past the 10 s it waits for them to
+# connect back, hard-coded in PythonWorkerFactory ("Python worker failed to connect back"). The
 # order only moves tests; a name here that no longer exists is ignored.
 LONG_FIRST = (
     "test_faults.py::test_driver_sigkill_and_restart_replays_exactly",
     "test_standalone.py::test_pipe_job_on_a_standalone_cluster_survives_an_executor_kill",
-    "test_acking_writer.py::test_handler_failure_acks_nothing",
-    "test_acking_writer.py::test_malformed_rows_are_dead_lettered_once",
-    "test_acking_writer.py::test_good_rows_arrive_and_nothing_stays_pending",
-    "test_pipe_job.py::test_a_failing_query_is_one_line",
-    "test_packaging.py::test_the_wheel_installs_and_runs_the_demo",
     "test_sink.py::test_streaming_query_writes_every_row_with_the_field_mapping",
+    "test_packaging.py::test_the_wheel_installs_and_runs_the_demo",
+    "test_pipe_job.py::test_a_failing_query_is_one_line",
+    "test_acking_writer.py::test_malformed_rows_are_dead_lettered_once",
     "test_pipe_job.py::test_pipe_job_runs_through_spark_submit",
     "test_faults.py::test_redis_restart_mid_stream_loses_nothing",
     "test_hostile.py::test_the_query_consumer_deleted_mid_query_loses_nothing",
-    "test_hostile.py::test_the_stream_or_group_removed_mid_query_stops_with_a_clear_error",
+    "test_acking_writer.py::test_good_rows_arrive_and_nothing_stays_pending",
+    "test_acking_writer.py::test_handler_failure_acks_nothing",
     "test_cluster_failover.py::test_the_sink_rides_through_a_cluster_master_failover",
+    "test_hostile.py::test_the_stream_or_group_removed_mid_query_stops_with_a_clear_error",
     "test_cluster.py::test_slots_move_to_another_master_while_a_copy_query_runs",
     "test_pipe_job.py::test_pipe_job_into_an_eventbus_stream_is_exactly_once",
 )
+LONG_OFFSET, LONG_SPACING = 4, 12
 
 
-def _long_first_rank(item: pytest.Item) -> int:
+def _long_rank(item: pytest.Item) -> int | None:
     for rank, name in enumerate(LONG_FIRST):
         if name in item.nodeid:
             return rank
-    return len(LONG_FIRST)
+    return None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=_long_first_rank)  # stable: every other test keeps its place
+    ranked = [(rank, i, item) for i, item in enumerate(items)
+              if (rank := _long_rank(item)) is not None]
+    rest = [item for item in items if _long_rank(item) is None]
+    for n, (_, _, item) in enumerate(sorted(ranked, key=lambda x: (x[0], x[1]))):
+        rest.insert(min(LONG_OFFSET + n * LONG_SPACING, len(rest)), item)
+    items[:] = rest
