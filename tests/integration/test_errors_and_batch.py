@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import subprocess
-import sys
-import textwrap
 import uuid
 from pathlib import Path
 
@@ -88,24 +85,13 @@ def test_starting_positions_per_stream_create_each_group_where_asked(redis_serve
     assert first == {a: 11, b: 50, c: 6, d: None}
 
 
-def test_new_session_resolves_format_without_register(redis_server, names, tmp_path):
-    r = redis_server.client()
-    produce(r, names["stream"], 5)
-    script = tmp_path / "fresh.py"
-    script.write_text(textwrap.dedent(f"""
-        import os, sys
-        os.environ["PYSPARK_PYTHON"] = sys.executable
-        from pyspark.sql import SparkSession
-        spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false") \\
-            .getOrCreate()
-        df = spark.read.format("eventbus").option("url", {redis_server.url!r}) \\
-            .option("stream", {names["stream"]!r}).load()
-        print("COUNT", df.count())
-    """))
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, timeout=300,
-                         cwd=tmp_path)
-    assert out.returncode == 0, out.stderr.decode()[-3000:]
-    assert "COUNT 5" in out.stdout.decode()
+# A new session resolving format("eventbus") with no register() call (pyspark_eventbus.py, the
+# auto-registration hook) had its own test here, a Python and a JVM started for one count. Issue
+# 59 folded it into the tests that start fresh Spark processes anyway and never call register():
+# test_spark_connect.py::test_reads_sink_and_acking_writer_through_spark_connect (a batch read,
+# spark.read.format("eventbus"), in a session of a fresh Connect server), test_faults.py's
+# driver-kill test (readStream and the sink in fresh local drivers, jobs/_session.py) and
+# test_notebooks.py::test_the_quickstart_notebook_runs (a fresh kernel's first session).
 
 
 def _start_error(spark, tmp_path: Path, **options: str) -> str:

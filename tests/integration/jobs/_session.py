@@ -13,6 +13,9 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def session() -> Any:
+    """A fresh driver's session. No register() here, nor in the jobs: their format("eventbus")
+    resolves through the auto-registration hook (pyspark_eventbus.py), which the driver-kill
+    test thereby covers too."""
     from pyspark.sql import SparkSession
 
     return (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
