@@ -85,8 +85,8 @@ def run(project: dict) -> None:
         pytest.fail(f"spark-pipelines run exited {code}:\n{logs[-4000:]}")
 
 
-def table_ids(project: dict, table: str) -> list[int]:
-    """``order_id`` of the rows a streaming table has committed (its files in the sink's
+def table_ids(project: dict, table: str, column: str = "order_id") -> list:
+    """``column`` of the rows a streaming table has committed (its files in the sink's
     ``_spark_metadata`` log: files of a batch cut short by a kill are on disk but not there)."""
     import pyarrow.parquet as pq
 
@@ -98,8 +98,8 @@ def table_ids(project: dict, table: str) -> list[int]:
             entry = json.loads(line)
             (files.add if entry["action"] == "add" else files.discard)(entry["path"])
     return [n for f in sorted(files)
-            for n in pq.read_table(f.removeprefix("file:"), columns=["order_id"])
-            .column("order_id").to_pylist()]
+            for n in pq.read_table(f.removeprefix("file:"), columns=[column])
+            .column(column).to_pylist()]
 
 
 def check_exactly_once(r: redis.Redis, project: dict, good: set[int], bad: set[int]) -> None:
@@ -110,6 +110,9 @@ def check_exactly_once(r: redis.Redis, project: dict, good: set[int], bad: set[i
     assert sorted(dead) == sorted(bad), "each malformed order once in the dead-letter stream"
     assert all(f[b"dlq.reason"] for _, f in r.xrange(f"{stream}:dlq"))
     assert sorted(table_ids(project, "orders")) == sorted(good), "each order once in the table"
+    entries = [i.decode() for i, _ in r.xrange(stream)]
+    assert sorted(table_ids(project, "orders_audit", "id")) == sorted(entries), \
+        "each entry once in the table read without a group"
     assert r.xpending(stream, "pipeline")["pending"] == 0
 
 
