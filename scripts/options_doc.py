@@ -31,7 +31,13 @@ from spark_eventbus.options.modes import (  # noqa: E402
     STREAMING,
 )
 from spark_eventbus.options.table import OPTIONS, Option  # noqa: E402
-from spark_eventbus.options.values import CLIENT_HELP, CLIENT_SETTINGS, described  # noqa: E402
+from spark_eventbus.options.values import (  # noqa: E402
+    CLIENT_HELP,
+    CLIENT_SETTINGS,
+    PerStream,
+    described,
+    spoken,
+)
 
 DOC = ROOT / "docs" / "options.md"
 MODE_WORDS = {STREAMING: "streaming", BATCH: "batch", SINK: "sink", ACKING: "acking writer"}
@@ -53,7 +59,12 @@ def default_of(o: Option) -> str:
     if o.shown is not None:
         return o.shown
     value: Any = o.default
-    if value is None or value == ():
+    if isinstance(value, PerStream):  # a default for every stream, as a user writes it
+        value = value.default
+    word = spoken(o.parse, value)
+    if word is not None:
+        return f"`{word}`"
+    if value is None or value == () or (isinstance(value, tuple) and set(value) == {None}):
         return "—"
     if isinstance(value, bool):
         return f"`{str(value).lower()}`"

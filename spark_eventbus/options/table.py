@@ -81,7 +81,7 @@ class Option:
     help: str  # what it does, in one line (the CLI's help, docs/options.md)
     doc: str = ""  # more, for docs/options.md
     see: str = ""  # the page of docs/ that says more
-    shown: str | None = None  # the default as docs show it, where its value would mislead
+    shown: str | None = None  # what docs say of the default where its value cannot (no bound…)
     values: str | None = None  # what it takes, where the parser cannot say (values.described)
 
     @property
@@ -95,7 +95,7 @@ OPTIONS: tuple[Option, ...] = (
            doc="`rediss://` for TLS, `unix://` for a socket. With `sentinels` it gives only the "
                "scheme, the database and the data nodes' user and password; naming a cluster node "
                "makes it a Redis Cluster client.",
-           see="security.md", shown="`redis://localhost:6379/0`"),
+           see="security.md"),
     Option("password", "password", secret, None, ALL,
            help="the data nodes' password",
            doc="Never logged, never in offsets or progress; prefer it to a password inside `url` "
@@ -187,7 +187,7 @@ OPTIONS: tuple[Option, ...] = (
                "the primary, or a retriable failure). A shard with no replica known is read at its"
                " primary, with a warning; sentinels with ACL users need `+sentinel|slaves`. "
                "Refused with `group`.",
-           see="high-availability.md#reading-from-replicas-readfromreplica", shown="`primary`"),
+           see="high-availability.md#reading-from-replicas-readfromreplica"),
     Option("streamPattern", "stream_pattern", optional_name, None, READS,
            help="every stream whose name matches this Redis glob, instead of `stream`",
            doc="As `SCAN MATCH` reads it (`tenant:*:events`), found with `SCAN … TYPE stream` (on "
@@ -228,8 +228,7 @@ OPTIONS: tuple[Option, ...] = (
                "names the `eventbus group seek` that moves it); without a group, resolved at the "
                "first trigger and kept in the checkpoint. Per stream as a JSON object by stream "
                'name, `{"orders": "earliest", "*": "latest"}`; a name the query does not read is '
-               "refused.",
-           shown="`latest`"),
+               "refused."),
     Option("maxEntriesPerTrigger", "max_entries_per_trigger",
            whole(1, 10_000_000, "it bounds the entries of one micro-batch"), 100_000,
            frozenset({STREAMING}),
@@ -256,8 +255,7 @@ OPTIONS: tuple[Option, ...] = (
            15 * 60_000,
            frozenset({STREAMING}),
            help="with `minEntriesPerTrigger`: the longest a batch waits for it",
-           doc="`15m`, `30s`, `500ms`, or milliseconds.",
-           shown="`15m`"),
+           doc="`15m`, `30s`, `500ms`, or milliseconds."),
     Option("trimAcked", "trim_acked", boolean, False, frozenset({STREAMING}),
            help="remove the entries every consumer group has acked, after the query's acks",
            doc="At most once per `trimIntervalMs`; never past a group that lags, never an entry "
@@ -341,21 +339,18 @@ OPTIONS: tuple[Option, ...] = (
     Option("fieldsType", "fields_binary", choice({"string": False, "binary": True}), False,
            READS,
            help="`binary` keeps field values as raw bytes",
-           doc="For binary-safe payloads; column `fields` is then `MAP<STRING, BINARY>`.",
-           shown="`string`"),
+           doc="For binary-safe payloads; column `fields` is then `MAP<STRING, BINARY>`."),
     Option("startId", "start_id", per_stream(batch_bound("start"), "-"), PerStream("-"),
            frozenset({BATCH}),
            help="batch reads: the first entry of the range read",
            doc="`-`/`earliest`, a stream ID, or a time — epoch milliseconds or ISO-8601 — with the"
                " entries of that millisecond; per stream as a JSON object by stream name (`*`: the"
-               " others).",
-           shown="`-`"),
+               " others)."),
     Option("endId", "end_id", per_stream(batch_bound("end"), "+"), PerStream("+"),
            frozenset({BATCH}),
            help="batch reads: the last entry of the range read (included)",
            doc="`+`/`latest`, a stream ID, or a time with the entries of that millisecond; per "
-               "stream as a JSON object by stream name.",
-           shown="`+`"),
+               "stream as a JSON object by stream name."),
     # batch reads: reads/pushdown.py
     Option("filterPushdown", "filter_pushdown", boolean, False, frozenset({BATCH}),
            help="batch reads: a `where` on `timestamp`, `stream`, `id` narrows the `XRANGE`s",
@@ -390,7 +385,7 @@ OPTIONS: tuple[Option, ...] = (
            help="trim entries older than this ID or age",
            doc="A stream ID, or an age (`30m`, `90s`, `500ms`) measured against the Redis server's"
                " clock.",
-           see="operations.md#retention", shown="—",
+           see="operations.md#retention",
            values="a stream ID, or an age: `7d`, `24h`, `30m`, `90s`, `500ms`"),
     Option("trimApproximate", "trim_approximate", boolean, True, frozenset({SINK}),
            help="`~` trimming (fast) or exact",
@@ -402,13 +397,12 @@ OPTIONS: tuple[Option, ...] = (
            doc="`acked` is `XTRIM … ACKED` (Redis ≥ 8.2; always exact): a lagging group never "
                "loses what it has not read. A server without it is refused before anything is "
                "written.",
-           see="redis-8.md", shown="`keepref`"),
+           see="redis-8.md"),
     Option("maxPayloadBytes", "max_payload_bytes",
            whole(1, 512 * 2**20, "it is the largest entry (field names + values, bytes) "
                  "written"), DEFAULT_MAX_PAYLOAD_BYTES, frozenset({SINK}),
            help="the largest entry written (field names + values)",
-           doc="A larger row is dead-lettered (or fails the batch without `deadLetterStream`).",
-           shown="4194304 (4 MiB)"),
+           doc="A larger row is dead-lettered (or fails the batch without `deadLetterStream`)."),
     Option("idempotent", "idempotent", boolean, True, frozenset({SINK}),
            help="chunk markers make a replayed batch add nothing twice",
            doc="`false` writes plain `XADD`s: faster, at least once.",

@@ -39,6 +39,16 @@ def described(parser: Parser) -> str:
     return _TAKES.get(parser, "")
 
 
+# Each choice parser's words and the values they stand for (:func:`spoken`).
+_CHOICES: dict[Parser, Mapping[str, Any]] = {}
+
+
+def spoken(parser: Parser, value: Any) -> str | None:
+    """The word a choice ``parser`` takes for ``value`` (``fieldsType``'s False → 'string'),
+    None for another parser: how docs/options.md shows a default the table stores parsed."""
+    return next((w for w, v in _CHOICES.get(parser, {}).items() if v == value), None)
+
+
 def whole(lo: int, hi: int, fix: str) -> Parser:
     def parse(raw: str, name: str) -> int:
         text = raw.strip()
@@ -65,6 +75,7 @@ def choice(values: Mapping[str, Any]) -> Parser:
             raise ConfigError(f"option '{name}' = {raw!r} is invalid: use one of "
                               f"{', '.join(values)}.")
         return values[text]
+    _CHOICES[parse] = values
     return _says(parse, "one of " + ", ".join(f"`{v}`" for v in values))
 
 
