@@ -64,6 +64,20 @@ class ConnectionSpec:
     # the Sentinel master's, a cluster's (READONLY), or the replica the URL names.
     read_from_replicas: bool = False
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled with the cluster nodes this process knows for :attr:`url`
+        (:func:`cluster_nodes`): a process that receives the spec (an executor's Python
+        worker, a task's partition) can then reach the cluster when the URL's own node is down
+        (a master failed over and not back), as this one could."""
+        state = dict(self.__dict__)
+        state["_cluster_nodes"] = _CLUSTER_NODES.get(self.url, ())
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        remember_cluster_nodes(state["url"], tuple(state.pop("_cluster_nodes", ())))
+        self.__dict__.update(state)
+
     @property
     def rotating(self) -> bool:
         """Whether the credentials may change while a client lives (a file or a provider): a
@@ -87,6 +101,26 @@ class ConnectionSpec:
                  f"{format_sentinels(self.sentinels)})") if self.sentinels \
             else redact(self.url, self.secrets)
         return f"{where}, read from replicas" if self.read_from_replicas else where
+
+
+# The nodes of the Redis Cluster each URL names, as this process last saw them (redisio's
+# cluster client records them when it is made; a pickled ConnectionSpec carries its URL's
+# entry to the process that unpickles it). A client made for a URL found here starts from
+# these nodes too, not only from the URL's, and skips the HELLO that asks whether it is a
+# cluster.
+_CLUSTER_NODES: dict[str, tuple[tuple[str, int], ...]] = {}
+
+
+def cluster_nodes(url: str) -> tuple[tuple[str, int], ...]:
+    """The cluster nodes known in this process for ``url`` (empty: not known to be a
+    cluster)."""
+    return _CLUSTER_NODES.get(url, ())
+
+
+def remember_cluster_nodes(url: str, nodes: tuple[tuple[str, int], ...]) -> None:
+    """Adds ``nodes`` (host, port) to those known for ``url``, the newest first."""
+    if nodes:
+        _CLUSTER_NODES[url] = tuple(dict.fromkeys((*nodes, *_CLUSTER_NODES.get(url, ()))))
 
 
 # The CLI reads the password from here when --password is not given (so that a command printed

@@ -14,13 +14,20 @@ from typing import Any
 
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.cluster import LoadBalancingStrategy, RedisCluster
+from redis.cluster import ClusterNode, LoadBalancingStrategy, RedisCluster
 from redis.connection import SSLConnection, parse_url
 from redis.credentials import StreamingCredentialProvider
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 
-from ..core.connection import CLIENT_DEFAULTS, ConnectionSpec, format_sentinels, spell
+from ..core.connection import (
+    CLIENT_DEFAULTS,
+    ConnectionSpec,
+    cluster_nodes,
+    format_sentinels,
+    remember_cluster_nodes,
+    spell,
+)
 from ..errors import ConfigError, EventBusConnectionError, redact
 from .base import Redis
 from .boundary import translate
@@ -120,8 +127,12 @@ def _cluster_client(spec: ConnectionSpec) -> _Cluster:
     replicas: dict[str, Any] = {}
     if spec.read_from_replicas:  # connections in READONLY mode, reads sent to replicas
         replicas["load_balancing_strategy"] = LoadBalancingStrategy.ROUND_ROBIN_REPLICAS
+    # every node this process knows for the URL (maybe from the process that sent the spec:
+    # core.connection.cluster_nodes), so that the URL's own node being down is no obstacle
+    known = [ClusterNode(host, port) for host, port in cluster_nodes(spec.url)]
     c: _Cluster = _Cluster.from_url(  # type: ignore[assignment]
-        _url(spec), retry=inner, **_node_kwargs(spec), **replicas)
+        _url(spec), retry=inner, startup_nodes=known, **_node_kwargs(spec), **replicas)
+    remember_cluster_nodes(spec.url, tuple((n.host, int(n.port)) for n in c.get_nodes()))
     c.reads_replicas = spec.read_from_replicas
     c.map_read_at = time.monotonic()  # readFrom=replica: wire.fresh_replica_map
     c.read_masters = set()
@@ -307,6 +318,8 @@ def new_client(spec: ConnectionSpec) -> Redis:
     discovers the others and follows MOVED/ASK), else a single-node :class:`redis.Redis`."""
     if spec.sentinels:
         return _sentinel_client(spec)
+    if cluster_nodes(spec.url):  # known to be a cluster, maybe with its URL's node down
+        return _cluster_client(spec)
     kwargs = _node_kwargs(spec)
     # Redis.from_url, but telling the client its credential provider too: a streaming one is
     # then subscribed to, and its new credentials re-authenticate the pool's connections

@@ -186,35 +186,46 @@ class RedisClusterServer:
         the killed node again (it rejoins as a replica of the promoted one) and wait until the
         new master has it online. Returns (killed, promoted)."""
         killed = self.node_of(key)
-        killed.kill()
-        slot = key_slot(key.encode())
+        promoted = self.kill(killed, timeout=timeout)
+        assert promoted is not None
+        if restart:
+            self.restart(killed, promoted, timeout=timeout)
+        return killed, promoted
+
+    def kill(self, node: ClusterNode, timeout: float = 60) -> ClusterNode | None:
+        """SIGKILL ``node``; when it was a master, wait until the cluster has promoted one of
+        its replicas (every live node says so and ``cluster_state:ok``) and return that one."""
+        slot = next((start for start, _, m, *_ in self._slots() if int(m[1]) == node.port), None)
+        node.kill()
+        if slot is None:
+            return None
         deadline = time.monotonic() + timeout
-        promoted: ClusterNode | None = None
         while time.monotonic() < deadline:
             try:
                 owner = self.node_of_slot(slot)
-                if owner is not killed and all(
+                if owner is not node and all(
                         n.client(socket_timeout=2).cluster("info")["cluster_state"] == "ok"
                         for n in self.nodes if n.proc is not None):
-                    promoted = owner
-                    break
+                    return owner
             except (redis.RedisError, AssertionError):
                 pass
             time.sleep(0.1)
-        if promoted is None:
-            raise AssertionError(f"no replica of {killed.port} was promoted in {timeout} s")
-        if restart:
-            killed.start()
-            while time.monotonic() < deadline:
-                info = promoted.client(socket_timeout=2).info("replication")
-                if any(isinstance(v, dict) and v.get("state") == "online"
-                       and int(v.get("port", 0)) == killed.port for v in info.values()):
-                    break
-                time.sleep(0.1)
-            else:
-                raise AssertionError(f"{killed.port} did not rejoin as a replica")
-            self.wait_agreed(max(1.0, deadline - time.monotonic()))
-        return killed, promoted
+        raise AssertionError(f"no replica of {node.port} was promoted in {timeout} s")
+
+    def restart(self, node: ClusterNode, master: ClusterNode, timeout: float = 60) -> None:
+        """Start ``node`` again (killed); wait until ``master`` has it online as a replica
+        and every node lists it."""
+        deadline = time.monotonic() + timeout
+        node.start()
+        while time.monotonic() < deadline:
+            info = master.client(socket_timeout=2).info("replication")
+            if any(isinstance(v, dict) and v.get("state") == "online"
+                   and int(v.get("port", 0)) == node.port for v in info.values()):
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"{node.port} did not rejoin as a replica")
+        self.wait_agreed(max(1.0, deadline - time.monotonic()))
 
     def client(self) -> RedisCluster:
         """A redis-py cluster client, started from a node that runs."""

@@ -5,6 +5,9 @@ rejoins as a replica. The reader, the ``AckingBatchWriter`` and the sink ride th
 
 from __future__ import annotations
 
+import pickle
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter, defaultdict
@@ -16,6 +19,8 @@ import redis
 from pyspark.sql import functions as F
 
 from spark_eventbus import AckingBatchWriter
+from spark_eventbus.core.connection import connection_spec
+from spark_eventbus.redisio.client import client
 from tests.harness.redis_cluster import RedisClusterServer
 from tests.integration.helpers import checkpoint, pending, stream_df, wait_for
 from tests.integration.test_cluster import _spread
@@ -85,7 +90,8 @@ def test_read_from_replicas_on_a_cluster_runs_no_read_on_a_master(spark, ha_clus
 
 def test_a_query_rides_through_a_cluster_master_failover(spark, ha_cluster, names, tmp_path):
     """Streams on every shard, read with waitReplicas=1 into an AckingBatchWriter; the master
-    of one of them is killed half-way. The query never fails; every entry is handled exactly
+    of one of them (the URL's node when it is a master) is killed half-way. The query never
+    fails; every entry is handled exactly
     once (no batch ran twice) and acked. Beside it, a read of the same streams without a group
     from the replicas (``readFrom=replica``): it never fails either and delivers every entry
     exactly once."""
@@ -119,10 +125,17 @@ def test_a_query_rides_through_a_cluster_master_failover(spark, ha_cluster, name
                               daemon=True)
     thread.start()
     try:
-        # the query has started (its start-up check wants a replica on every master) and reads
-        wait_for(lambda: len(produced) >= total // 3 and any(
-            p["numInputRows"] for p in q.recentProgress), what="entries flowing")
-        killed, promoted = c.kill_master_of(streams[0])
+        # both queries have started (the group's start-up check wants a replica on every
+        # master) and read: what rides through is a running query (a query that starts while
+        # its URL's node is down fails at once, saying so)
+        wait_for(lambda: len(produced) >= total // 3 and all(
+            any(p["numInputRows"] for p in x.recentProgress) for x in (q, q2)),
+            what="entries flowing")
+        # the URL's own node when it is a master: processes that make their first client after
+        # it died (executors' new Python workers) find the cluster through the nodes the
+        # process that sent them the spec knew
+        target = next((s for s in streams if c.node_of(s) is c.nodes[0]), streams[0])
+        killed, promoted = c.kill_master_of(target)
         assert q.exception() is None, q.exception()
         thread.join(180)
         assert len(produced) == total
@@ -147,7 +160,7 @@ def test_a_query_rides_through_a_cluster_master_failover(spark, ha_cluster, name
     assert set(counts.values()) == {1}, [i for i, n in counts.items() if n > 1][:10]
     r = c.client()
     assert {s: pending(r, s, group) for s in streams} == dict.fromkeys(streams, 0)
-    assert c.node_of(streams[0]) is promoted and killed.proc is not None
+    assert c.node_of(target) is promoted and killed.proc is not None
 
 
 def test_the_sink_rides_through_a_cluster_master_failover(spark, ha_cluster, names, tmp_path):
@@ -182,3 +195,43 @@ def test_the_sink_rides_through_a_cluster_master_failover(spark, ha_cluster, nam
     for k, t in enumerate(targets):
         got = Counter(f[b"n"].decode() for _, f in r.xrange(t))
         assert got == Counter(str(n) for n in range(k, files * per_file, len(targets))), t
+
+
+_FIRST_CLIENT = """
+import pickle, sys
+from spark_eventbus.core.connection import connection_spec
+from spark_eventbus.redisio.client import client
+url = sys.argv[2] if len(sys.argv) > 2 else None
+spec = connection_spec(url, failover_timeout_ms=1000) if url \\
+    else pickle.loads(sys.stdin.buffer.read())
+print(client(spec).xlen(sys.argv[1]))
+"""
+
+
+def test_a_spec_from_a_process_that_knew_the_cluster_reaches_it_without_its_url_node(
+        ha_cluster, names):
+    """A process that unpickles a spec (an executor's Python worker, a partition) and makes its
+    first client while the URL's node is down (a master failed over and not back): the spec
+    carries the nodes the sending process knew, and the client reaches the cluster through
+    them. A process that knows only the URL fails at once, naming it."""
+    c = ha_cluster
+    stream = f"{names['stream']}:seed"
+    c.client().xadd(stream, {"n": "1"})
+    url_node = c.nodes[0]
+    role = url_node.client(socket_timeout=2).info("replication")
+    spec = connection_spec(c.url, failover_timeout_ms=1000)
+    client(spec).xlen(stream)  # this process now knows the cluster's nodes
+    knowing = pickle.dumps(spec)
+    promoted = c.kill(url_node)
+    master = promoted or next(n for n in c.nodes if n.port == int(role["master_port"]))
+    try:
+        def first_client(*args: str, blob: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+            return subprocess.run([sys.executable, "-c", _FIRST_CLIENT, stream, *args],
+                                  input=blob, capture_output=True, timeout=60)
+        ok = first_client(blob=knowing)
+        assert ok.returncode == 0 and ok.stdout.decode().strip() == "1", ok.stderr.decode()
+        refused = first_client(c.url)
+        assert refused.returncode != 0
+        assert f"127.0.0.1:{url_node.port}" in refused.stderr.decode(), refused.stderr.decode()
+    finally:
+        c.restart(url_node, master)

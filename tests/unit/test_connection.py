@@ -353,3 +353,27 @@ def test_a_tls_refusal_fails_at_first_contact_and_is_retried_once_the_server_ans
     assert answered.retries(_tls_refusal(reason))
     plain = redis.ConnectionError("Connection reset by peer")  # no TLS cause: a failover
     assert first.retries(plain) and answered.retries(plain)
+
+
+def test_a_pickled_spec_carries_the_cluster_nodes_known_for_its_url() -> None:
+    """What reaches an executor: the nodes this process knew for the URL, added to what the
+    receiving process knows (newest first); equality and hashing ignore them."""
+    import pickle
+
+    from spark_eventbus.core import connection as conn
+
+    url = "redis://10.9.8.7:7000/0"
+    spec = conn.connection_spec(url)
+    assert conn.cluster_nodes(url) == ()
+    assert pickle.loads(pickle.dumps(spec)) == spec and conn.cluster_nodes(url) == ()
+    try:
+        conn.remember_cluster_nodes(url, (("10.9.8.7", 7000), ("10.9.8.8", 7001)))
+        blob = pickle.dumps(spec)
+        conn._CLUSTER_NODES.clear()
+        conn.remember_cluster_nodes(url, (("10.9.8.9", 7002),))
+        back = pickle.loads(blob)
+        assert back == spec and hash(back) == hash(spec) and "_cluster_nodes" not in vars(back)
+        assert conn.cluster_nodes(url) == (("10.9.8.7", 7000), ("10.9.8.8", 7001),
+                                           ("10.9.8.9", 7002))
+    finally:
+        conn._CLUSTER_NODES.pop(url, None)
