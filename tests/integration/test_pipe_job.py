@@ -110,8 +110,10 @@ def test_a_failing_query_is_one_line_and_verbose_keeps_the_traceback(names, tmp_
     stack traces (they come back with --verbose)."""
     from tests.harness.redis_server import free_port
 
+    # failoverTimeoutMs = 1000: a server that never answered is given at most that (not 5 s)
     config = _copy_pipe_config(tmp_path / "pipe.toml", f"redis://127.0.0.1:{free_port()}/0",
-                               names, "", names["stream"] + ":out", tmp_path / "chk")
+                               names, "failoverTimeoutMs = 1000", names["stream"] + ":out",
+                               tmp_path / "chk")
     spark_submit = Path(sys.executable).parent / "spark-submit"
     base = [str(spark_submit), "--properties-file", "conf/spark-defaults.conf",
             "spark_eventbus/jobs/pipe.py", "--config", str(config)]
