@@ -31,9 +31,12 @@ from typing import Any
 
 from ..errors import EventBusError
 from .ids import StreamId
+from .packing import pack, unpack
 from .planning import split_id_range
 
 VERSION = 1
+PACKED = 2  # the packed form (.packing), from PACK_FROM streams on
+PACK_FROM = 1_000
 KIND = "positions"
 _LAST_SEQ = 2**64 - 1
 # A stream's range is split over several tasks from this many entries on.
@@ -95,6 +98,13 @@ class PositionOffset:
     whole: frozenset[str] = frozenset()
 
     def to_json(self) -> dict[str, Any]:
+        """Written out (``v`` 1, readable) up to :data:`PACK_FROM` streams, packed above
+        (``v`` 2, :mod:`.packing`) unless an ID cannot be."""
+        if len(self.streams) + len(self.joined) >= PACK_FROM:
+            packed = pack([self.streams, self.joined], sorted(self.whole))
+            if packed is not None:
+                return {"v": PACKED, "kind": KIND, "count": len(self.streams),
+                        "packed": packed}
         out: dict[str, Any] = {"v": VERSION, "kind": KIND, "streams": {
             name: self.streams[name].to_text() for name in sorted(self.streams)}}
         if self.joined:
@@ -105,6 +115,9 @@ class PositionOffset:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PositionOffset:
+        if data.get("kind") == KIND and data.get("v") == PACKED:
+            (streams, joined), whole = unpack(str(data["packed"]), 2, Position)
+            return cls(streams, joined, frozenset(whole))
         if data.get("kind") != KIND or data.get("v") != VERSION:
             raise EventBusError(
                 f"checkpoint offset {dict(data)!r} was not written by a spark-eventbus read "

@@ -25,7 +25,8 @@ from tests.harness.redis_cluster import RedisClusterServer
 from tests.integration.helpers import checkpoint, pending, stream_df, wait_for
 from tests.integration.test_cluster import _spread
 
-pytestmark = [pytest.mark.integration, pytest.mark.server]
+# one worker for the module: its 6-node cluster (ha_cluster) starts once, not once per worker
+pytestmark = [pytest.mark.integration, pytest.mark.server, pytest.mark.xdist_group("ha-cluster")]
 
 
 @pytest.fixture(scope="module")

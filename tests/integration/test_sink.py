@@ -69,7 +69,7 @@ def _sink_keys(r: redis.Redis, stream: str) -> list[str]:
 @pytest.mark.server
 def test_streaming_query_writes_every_row_with_the_field_mapping(spark, redis_server, names,
                                                                   tmp_path):
-    n = 100_000
+    n = 20_000  # four files, so four batches of several chunks each (more rows: make bench)
     base_ts = dt.datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=dt.timezone.utc)
     table = pa.table({
         "key": [f"k{i}" for i in range(n)],

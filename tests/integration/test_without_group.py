@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -18,7 +19,7 @@ import redis
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from spark_eventbus import ConfigError, DataLossError, EventBusConnectionError
-from spark_eventbus.core.positions import PositionOffset
+from spark_eventbus.core.positions import PACK_FROM, PositionOffset
 from spark_eventbus.nogroup.position_reader import PositionStreamReader
 from spark_eventbus.options.reader import parse_reader_options
 from tests.harness.redis_sentinel import ReplicaServer
@@ -240,6 +241,50 @@ def test_a_read_only_user_streams_a_pattern_exactly_once_across_a_restart(
     assert set(got) == set(produced) and max(got.values()) == 1
     assert _denied(r, user) == []
     assert r.dbsize() == keys_before and all(r.xinfo_groups(s) == [] for s in streams)
+
+
+def test_a_restart_from_a_packed_checkpoint_reads_exactly_the_rest(spark, redis_server,
+                                                                    tmp_path):
+    """From PACK_FROM streams on, the offsets in Spark's checkpoint are packed: a query over
+    that many streams (one entry each, batches of 400) stops, more arrives in every ninth
+    stream, and a restart from that checkpoint reads exactly the rest, each entry once. (The
+    readable form's restart: the read-only user's test above, 50 streams.)"""
+    r = redis_server.client()
+    prefix = f"pk{uuid.uuid4().hex[:6]}"
+    streams = [f"{prefix}:device:{i:05d}" for i in range(PACK_FROM)]
+
+    def add(names: list[str]) -> list[str]:
+        pipe = r.pipeline(transaction=False)
+        for s in names:
+            pipe.xadd(s, {"n": "1"})
+        return [f"{s}/{i.decode()}" for s, i in zip(names, pipe.execute(), strict=True)]
+
+    produced = add(streams)
+    out, chk = tmp_path / "out", checkpoint(tmp_path)
+
+    def run() -> Any:
+        df = (spark.readStream.format("eventbus").option("url", redis_server.url)
+              .option("streamPattern", f"{prefix}:*").option("startingPosition", "earliest")
+              .option("maxEntriesPerTrigger", "400").load())
+        q = (df.select("stream", "id").writeStream.format("parquet")
+             .option("path", str(out)).option("checkpointLocation", chk)
+             .trigger(availableNow=True).start())
+        assert q.awaitTermination(300) and q.exception() is None, q.exception()
+        return q
+
+    q = run()
+    assert sum(input_rows(q)) == len(produced) and max(input_rows(q)) <= 400
+    logged = sorted((Path(chk) / "offsets").glob("[0-9]*"), key=lambda f: int(f.name))
+    source = json.loads(logged[-1].read_text().splitlines()[-1])
+    assert source["v"] == 2 and source["count"] == PACK_FROM  # packed
+    assert len(json.dumps(source)) < 20 * PACK_FROM  # written out: ~40 bytes per stream
+    produced += add(streams[::9])
+    q = run()
+    assert sum(input_rows(q)) == len(streams[::9])
+    table = pq.read_table(out)
+    got = Counter(f"{s}/{i}" for s, i in zip(table.column("stream").to_pylist(),
+                                            table.column("id").to_pylist(), strict=True))
+    assert set(got) == set(produced) and max(got.values()) == 1
 
 
 def test_latest_is_kept_from_a_run_that_read_nothing(spark, redis_server, tmp_path):

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import itertools
+import json
+import re
+import zlib
 
 import pytest
 from hypothesis import given
@@ -10,8 +14,10 @@ from hypothesis import strategies as st
 
 from spark_eventbus.core.ids import StreamId
 from spark_eventbus.core.offsets import BatchOffset
+from spark_eventbus.core.packing import pack, unpack
 from spark_eventbus.core.positions import (
     MIN_SPLIT,
+    PACK_FROM,
     Position,
     PositionOffset,
     Tail,
@@ -131,3 +137,67 @@ def test_the_first_piece_of_a_split_range_counts_what_was_trimmed_from_the_head(
     assert trimmed_in(first, Tail("9000-0", 10 + MIN_SPLIT, held, "200-0", "500-0")) == 0
     # trimmed past the whole range and on: at most the range
     assert trimmed_in(first, Tail("9900-0", 20 + MIN_SPLIT, 5, "9500-0", "9499-0")) == MIN_SPLIT
+
+
+# The packed form (core/packing.py): offsets of many streams.
+
+_names = st.text(min_size=1, max_size=12)
+_canonical = st.builds(lambda ms, seq: f"{ms}-{seq}", st.integers(0, 2**64 - 1),
+                       st.one_of(st.integers(0, 9), st.integers(0, 2**64 - 1)))
+_ids = st.one_of(_canonical, _canonical, _canonical,
+                 st.sampled_from(["01-0", "5", "1-+2", "1-1_0", "1-02", "1-2-3", "\u0661-0"]))
+_positions = st.builds(Position, _ids, st.one_of(st.none(), st.integers(0, 2**64 - 1)))
+
+
+@given(st.dictionaries(_names, _positions, max_size=40),
+       st.dictionaries(_names, _positions, max_size=10), st.sets(_names, max_size=5))
+def test_any_offset_packs_and_unpacks_to_itself_or_is_written_out(streams, joined, whole):
+    """Any names (NUL, any code point) and IDs: packed and read back unchanged, or — a name
+    with a NUL, an ID not as Redis writes it — not packed at all (written out instead)."""
+    offset = PositionOffset(streams, joined, frozenset(whole))
+    text = pack([streams, joined], sorted(whole))
+    packable = not any("\0" in n for n in (*streams, *joined, *whole)) and all(
+        re.fullmatch(r"(0|[1-9][0-9]*)-(0|[1-9][0-9]*)", p.id)
+        and (p.added is None or p.added < 2**64 - 1)  # a count stored +1 in 64 bits
+        for p in (*streams.values(), *joined.values()))
+    assert (text is not None) == packable
+    if text is not None:
+        (s, j), w = unpack(text, 2, Position)
+        assert PositionOffset(s, j, frozenset(w)) == offset
+    assert PositionOffset.from_json(json.loads(json.dumps(offset.to_json()))) == offset
+
+
+def test_many_streams_are_packed_and_cost_a_fraction_of_the_written_out_form():
+    streams = {f"device:{i:06d}": Position(f"{1_764_300_000_000 + i * 7919 % 3_600_000}-0",
+                                           i % 500) for i in range(PACK_FROM)}
+    few = dict(itertools.islice(streams.items(), PACK_FROM - 1))
+    assert PositionOffset(few).to_json()["v"] == 1  # below PACK_FROM: readable
+    packed = PositionOffset(streams, {"device:000001": Position("0-0", 0)}).to_json()
+    assert packed["v"] == 2 and packed["count"] == PACK_FROM
+    written = json.dumps({"streams": {n: p.to_text() for n, p in streams.items()}})
+    assert len(json.dumps(packed)) * 2 < len(written)
+    assert PositionOffset.from_json(packed) == PositionOffset(
+        streams, {"device:000001": Position("0-0", 0)})
+    # IDs at the top of their range: "earliest" before a first entry 6-0 is 5-(2**64 - 1)
+    top = {**streams, "device:000002": Position(f"5-{2**64 - 1}", 0),
+           "device:000003": Position(f"{2**64 - 1}-{2**64 - 1}", None)}
+    assert PositionOffset.from_json(PositionOffset(top).to_json()) == PositionOffset(top)
+    assert PositionOffset(top).to_json()["v"] == 2
+    # a name with a NUL: the whole offset is written out, still read back
+    odd = {**streams, "a\0b": Position("1-0", None)}
+    assert PositionOffset(odd).to_json()["v"] == 1
+    assert PositionOffset.from_json(PositionOffset(odd).to_json()) == PositionOffset(odd)
+
+
+_OTHER_BODY = base64.b64encode(zlib.compress(b"\x07" + b"x" * 9)).decode()  # a version unknown
+
+
+@pytest.mark.parametrize("damage", [lambda t: t[:-8], lambda t: "!" + t[1:],
+                                    lambda t: _OTHER_BODY])
+def test_a_damaged_packed_offset_says_so_and_what_to_do(damage):
+    streams = {f"s{i}": Position(f"{i}-0", i) for i in range(PACK_FROM)}
+    data = PositionOffset(streams).to_json()
+    data["packed"] = damage(data["packed"])
+    with pytest.raises(EventBusError, match=r"packed offset .* could not be read.*new "
+                       r"checkpointLocation"):
+        PositionOffset.from_json(data)
