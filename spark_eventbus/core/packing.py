@@ -76,9 +76,9 @@ def _section(section: Mapping[str, Positioned]) -> bytes:
         ms, seq = list(map(int, parts[0::2])), list(map(int, parts[1::2]))
     except ValueError as exc:
         raise _Unpackable(str(exc)) from exc
-    # int() takes "+1", " 1", "1_0" and "01" too: only IDs as Redis writes them come back
-    if "-".join(map(str, ms)) != "-".join(parts[0::2]) \
-            or "-".join(map(str, seq)) != "-".join(parts[1::2]):
+    # Each ID written again from its numbers must be itself: "5" beside "1-2-3" splits into
+    # pairs too, and int() takes "+1", " 1", "1_0" and "01"
+    if "\0".join(map("{}-{}".format, ms, seq)) != "\0".join(ids):
         raise _Unpackable("an ID not as Redis writes it")
     base = min(ms, default=0)
     added = [0 if p.added is None else p.added + 1 for p in positions]

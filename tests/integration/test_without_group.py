@@ -199,6 +199,27 @@ def test_options_that_need_a_group_are_refused_at_load(spark, redis_server):
         parse_reader_options({"stream": "s", "trimAcked": "true"}, streaming=True)
 
 
+def _pattern_to_parquet(spark: Any, url: str, pattern: str, max_entries: int, out: Path,
+                        chk: str) -> Any:
+    """The streams matching ``pattern`` read without a group (from ``earliest``) into parquet
+    files of (stream, id) at ``out``, ``Trigger.AvailableNow`` from the checkpoint ``chk``."""
+    df = (spark.readStream.format("eventbus").option("url", url)
+          .option("streamPattern", pattern).option("startingPosition", "earliest")
+          .option("maxEntriesPerTrigger", str(max_entries)).load())
+    q = (df.select("stream", "id").writeStream.format("parquet")
+         .option("path", str(out)).option("checkpointLocation", chk)
+         .trigger(availableNow=True).start())
+    assert q.awaitTermination(300) and q.exception() is None, q.exception()
+    return q
+
+
+def _parquet_entries(out: Path) -> Counter[str]:
+    """How often each entry (``stream/id``) is in the parquet files at ``out``."""
+    table = pq.read_table(out)
+    return Counter(f"{s}/{i}" for s, i in zip(table.column("stream").to_pylist(),
+                                              table.column("id").to_pylist(), strict=True))
+
+
 def test_a_read_only_user_streams_a_pattern_exactly_once_across_a_restart(
         spark, redis_server, tmp_path):
     """The issue's analytics user (``+@read +@connection``) streams 50 streams by pattern
@@ -216,14 +237,7 @@ def test_a_read_only_user_streams_a_pattern_exactly_once_across_a_restart(
     out, chk = tmp_path / "out", checkpoint(tmp_path)
 
     def run() -> Any:
-        df = (spark.readStream.format("eventbus").option("url", url)
-              .option("streamPattern", f"{prefix}:*").option("startingPosition", "earliest")
-              .option("maxEntriesPerTrigger", "700").load())
-        q = (df.select("stream", "id").writeStream.format("parquet")
-             .option("path", str(out)).option("checkpointLocation", chk)
-             .trigger(availableNow=True).start())
-        assert q.awaitTermination(300) and q.exception() is None, q.exception()
-        return q
+        return _pattern_to_parquet(spark, url, f"{prefix}:*", 700, out, chk)
 
     q = run()
     assert max(input_rows(q)) <= 700 and sum(input_rows(q)) == len(produced)
@@ -235,9 +249,7 @@ def test_a_read_only_user_streams_a_pattern_exactly_once_across_a_restart(
         produced += [f"{s}/{x}" for x in produce(r, s, 30, 10_000 + i * 100)]
     q = run()
     assert sum(input_rows(q)) == 30 * len(streams[::7])
-    table = pq.read_table(out)
-    got = Counter(f"{s}/{i}" for s, i in zip(table.column("stream").to_pylist(),
-                                            table.column("id").to_pylist(), strict=True))
+    got = _parquet_entries(out)
     assert set(got) == set(produced) and max(got.values()) == 1
     assert _denied(r, user) == []
     assert r.dbsize() == keys_before and all(r.xinfo_groups(s) == [] for s in streams)
@@ -263,14 +275,7 @@ def test_a_restart_from_a_packed_checkpoint_reads_exactly_the_rest(spark, redis_
     out, chk = tmp_path / "out", checkpoint(tmp_path)
 
     def run() -> Any:
-        df = (spark.readStream.format("eventbus").option("url", redis_server.url)
-              .option("streamPattern", f"{prefix}:*").option("startingPosition", "earliest")
-              .option("maxEntriesPerTrigger", "400").load())
-        q = (df.select("stream", "id").writeStream.format("parquet")
-             .option("path", str(out)).option("checkpointLocation", chk)
-             .trigger(availableNow=True).start())
-        assert q.awaitTermination(300) and q.exception() is None, q.exception()
-        return q
+        return _pattern_to_parquet(spark, redis_server.url, f"{prefix}:*", 400, out, chk)
 
     q = run()
     assert sum(input_rows(q)) == len(produced) and max(input_rows(q)) <= 400
@@ -281,9 +286,7 @@ def test_a_restart_from_a_packed_checkpoint_reads_exactly_the_rest(spark, redis_
     produced += add(streams[::9])
     q = run()
     assert sum(input_rows(q)) == len(streams[::9])
-    table = pq.read_table(out)
-    got = Counter(f"{s}/{i}" for s, i in zip(table.column("stream").to_pylist(),
-                                            table.column("id").to_pylist(), strict=True))
+    got = _parquet_entries(out)
     assert set(got) == set(produced) and max(got.values()) == 1
 
 
