@@ -20,11 +20,10 @@ def session() -> Any:
 
     return (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", "2")
-            # a driver that lives for seconds, killed twice per test: the quick JIT only and
-            # one GC thread start it with less CPU on a 2-core machine shared by test workers
+            # the quick JIT and the serial GC come with SPARK_SUBMIT_OPTS from the test that
+            # starts this driver (tests/harness/jvm.py), as for every JVM the tests start
             .config("spark.driver.extraJavaOptions",
-                    f"-Dlog4j2.configurationFile=file:{ROOT / 'conf' / 'log4j2.properties'} "
-                    "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+                    f"-Dlog4j2.configurationFile=file:{ROOT / 'conf' / 'log4j2.properties'}")
             .getOrCreate())
 
 
