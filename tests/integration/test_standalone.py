@@ -46,7 +46,7 @@ def test_pipe_job_on_a_standalone_cluster_survives_an_executor_kill(standalone, 
     assert no_package.returncode != 0  # the cluster's Python alone could not run the job
     job = shutil.copy(ROOT / "spark_eventbus" / "jobs" / "pipe.py", tmp_path / "pipe.py")
     config = _copy_pipe_config(tmp_path / "pipe.toml", redis_server.url, names,
-                               "maxEntriesPerTrigger = 2000", target, tmp_path / "chk")
+                               "maxEntriesPerTrigger = 4000", target, tmp_path / "chk")
     text = config.read_text().replace("map_concat(fields, map('src', id)) AS fields", SLOW_SELECT)
     config.write_text(text)
     cmd = [str(BIN / "spark-submit"), "--master", standalone.master,
