@@ -11,8 +11,8 @@
    each phase, and the peak RSS (VmHWM) of the Python workers.
 6. The sink: the same N rows (``key`` + ~200-byte ``payload``) in parquet, written by
    ``df.write.format("eventbus")`` with idempotency on and off (a driver process each, after a
-   20,000-row warm-up write), against a plain redis-py pipelined XADD loop (pipelines of 1,000)
-   over the same rows already in memory.
+   20,000-row warm-up write), each against a plain redis-py pipelined XADD loop (pipelines of
+   1,000) over the same rows already in memory, run just before it (interleaved).
 
 7. Many streams (:func:`bench_many`): 20,000 entries over 1; 100; 1,000; 10,000 streams.
 
@@ -556,41 +556,59 @@ def sink_sources(table: pa.Table, work: Path, name: str) -> tuple[Path, Path]:
     return src, warmup
 
 
+def _sink_baseline_run(r: redis.Redis, table: pa.Table, stream: str) -> dict[str, float]:
+    """One baseline run: rows/s, Redis CPU per entry, the longest Redis command; the stream is
+    deleted afterwards (the next run starts from the same memory)."""
+    r.slowlog_reset()
+    cpu0 = redis_cpu(r)
+    rate = sink_baseline(r, table, stream)
+    cpu = (redis_cpu(r) - cpu0) / table.num_rows * 1e6
+    slow = slowest_command(r)
+    r.delete(stream)
+    return {"rows_per_s": rate, "redis_cpu_us": cpu, "slowest_ms": slow[0]}
+
+
 def bench_sink(r: redis.Redis, port: int, n: int, work: Path) -> None:
+    """Each sink variant against a pipelined-XADD baseline run right before it (interleaved:
+    this machine's speed moves by ±20 % within minutes, so a baseline measured once would set
+    every ratio against one moment)."""
     table = sink_rows(n)
     src, warmup = sink_sources(table, work, "sink")
     size = len(table.column("payload")[0].as_py()) + len("payload") + len("key") + 12
-    print(f"sink: {n:,} rows of ~{size} B (key + payload) in parquet")
-
-    r.slowlog_reset()
-    cpu0 = redis_cpu(r)
-    base = sink_baseline(r, table, "bench:sink:baseline")
-    base_cpu = (redis_cpu(r) - cpu0) / n * 1e6
-    base_slow = slowest_command(r)
-    print(f"baseline  redis-py pipelined XADD (1,000 per pipeline): {base:>10,.0f} rows/s  "
-          f"Redis CPU {base_cpu:.2f} us/entry  "
-          f"(longest Redis command {base_slow[0]:.1f} ms: {base_slow[1]})")
-    del table
-    results = {}
+    print(f"sink: {n:,} rows of ~{size} B (key + payload) in parquet; each variant against "
+          "redis-py pipelined XADD (1,000 per pipeline) run just before it")
+    results, bases, ratios = {}, [], []
     for idempotent, fields_map in ((True, False), (False, False), (True, True)):
+        base = _sink_baseline_run(r, table, "bench:sink:baseline")
+        bases.append(base)
         label = "fields_map" if fields_map else ("idempotent" if idempotent else "plain")
         res, slow = _sink_run(r, f"redis://127.0.0.1:{port}/0", src, warmup,
                               f"bench:sink:{label}", n, idempotent, fields_map)
+        res["base_rows_per_s"] = base["rows_per_s"]
         FIGURES[f"sink_{label}"] = res
         if not fields_map:
             results[idempotent] = res
+            ratios.append(res["rows_per_s"] / base["rows_per_s"])
         what = ("'fields' map column" if fields_map
                 else f"idempotent={str(idempotent).lower():<5}")
+        print(f"baseline  pipelined XADD: {base['rows_per_s']:>10,.0f} rows/s  Redis CPU "
+              f"{base['redis_cpu_us']:.2f} us/entry  (longest Redis command "
+              f"{base['slowest_ms']:.1f} ms)")
         print(f"sink      {what}: {res['rows_per_s']:>10,.0f} "
-              f"rows/s  ratio {res['rows_per_s'] / base:.2f}  Redis CPU "
-              f"{res['redis_cpu_us']:.2f} us/entry = {res['redis_cpu_us'] / base_cpu:.2f}x  "
-              f"({res['seconds']:.1f} s, "
+              f"rows/s  ratio {res['rows_per_s'] / base['rows_per_s']:.2f}  Redis CPU "
+              f"{res['redis_cpu_us']:.2f} us/entry = "
+              f"{res['redis_cpu_us'] / base['redis_cpu_us']:.2f}x  ({res['seconds']:.1f} s, "
               f"{res['partitions']} tasks; longest Redis command {slow[0]:.1f} ms ({slow[1]}); "
               f"worker peak RSS {res['worker_peak_rss_mb']:.0f} MiB)")
-    FIGURES["sink_base_rows_per_s"] = base
-    FIGURES["sink_base_slowest_ms"] = base_slow[0]
-    FIGURES["sink_base_cpu_us"] = base_cpu
+    del table
+    FIGURES["sink_base_rows_per_s"] = statistics.median(b["rows_per_s"] for b in bases)
+    FIGURES["sink_base_slowest_ms"] = max(b["slowest_ms"] for b in bases)
+    FIGURES["sink_base_cpu_us"] = statistics.median(b["redis_cpu_us"] for b in bases)
+    FIGURES["sink_base_runs"] = [b["rows_per_s"] for b in bases]
     on, off = results[True]["rows_per_s"], results[False]["rows_per_s"]
+    runs = ", ".join(f"{b['rows_per_s']:,.0f}" for b in bases)
+    print(f"baseline runs: {runs} rows/s "
+          f"(median {FIGURES['sink_base_rows_per_s']:,.0f})")
     print(f"cost of idempotency: {on:,.0f} vs {off:,.0f} rows/s = {on / off:.2f}x "
           + (f"(none measurable: the idempotent run was {(on / off - 1) * 100:.0f}% faster)"
              if on > off else f"({(off / on - 1) * 100:.0f}% more time with it)"))
