@@ -41,7 +41,7 @@ from .capabilities import capabilities_of
 from .client import client
 from .retry import CLUSTER_REDIRECTS
 from .streams import takes_acked_trim, text
-from .wire import on_connection, on_slot
+from .wire import on_connection, on_slot, read_many
 from .wire import packed as command
 
 # Rounds of steps 1-2 in a row that lose their WATCH before the write fails. Each lost one
@@ -97,16 +97,24 @@ def _trim_commands(stream: str, trim: Trim, server_ms: int | None) -> list[bytes
     return out
 
 
+def _refusal(exc: redis.ResponseError) -> redis.ResponseError:
+    """A refused command's error as the transaction raises it: an ACL refusal of a
+    ``TRANSACTION_COMMANDS`` command as :class:`_NotPermitted`; a cluster redirection as it
+    is (:func:`.wire.on_slot` follows it); any other as it is."""
+    if (not isinstance(exc, CLUSTER_REDIRECTS) and _refused_by_acl(exc)
+            and any(f"'{c}'" in str(exc).lower() for c in TRANSACTION_COMMANDS)):
+        return _NotPermitted(str(exc))
+    return exc
+
+
 def _read(conn: Any) -> Any:
     try:
         return conn.read_response()
-    except CLUSTER_REDIRECTS:
-        raise  # the node does not serve the slot now: :func:`.wire.on_slot` follows it
     except redis.ResponseError as exc:
-        if _refused_by_acl(exc) and any(f"'{c}'" in str(exc).lower()
-                                        for c in TRANSACTION_COMMANDS):
-            raise _NotPermitted(str(exc)) from exc
-        raise
+        refusal = _refusal(exc)
+        if refusal is exc:
+            raise
+        raise refusal from exc
 
 
 def _once(conn: Any, stream: str, xadds: bytes, count: int, marker: str | None, member: str,
@@ -139,12 +147,9 @@ def _once(conn: Any, stream: str, xadds: bytes, count: int, marker: str | None, 
     if marker is not None:
         tail += [command("SADD", marker, member), command("PEXPIRE", marker, ttl_ms)]
     conn.send_packed_command([xadds, *tail, _EXEC])
-    refused: list[BaseException] = []
-    for _ in range(count + len(tail)):  # +QUEUED or a refusal per command
-        try:
-            _read(conn)
-        except redis.ResponseError as exc:
-            refused.append(exc)
+    refused: list[BaseException] = [  # +QUEUED or a refusal per command
+        _refusal(r) for r in read_many(conn, count + len(tail))
+        if isinstance(r, redis.ResponseError)]
     refused.sort(key=lambda e: not isinstance(e, (*CLUSTER_REDIRECTS, _NotPermitted)))
     try:
         result = _read(conn)

@@ -12,7 +12,7 @@ import redis
 
 from spark_eventbus.core.connection import connection_spec
 from spark_eventbus.errors import EventBusConnectionError
-from spark_eventbus.redisio import client
+from spark_eventbus.redisio import client, wire
 from spark_eventbus.redisio.boundary import redis_errors
 from spark_eventbus.redisio.scripts import run_scripts
 from spark_eventbus.redisio.streams import text
@@ -147,3 +147,61 @@ def test_resp3_push_messages_are_not_taken_for_replies(redis_server, names):
             pipeline(own, [("GET", key)])  # tracked again: the next SET pushes again
     finally:
         own.close()
+
+
+def _sent(r: redis.Redis, cmds: list[tuple[Any, ...]]) -> Any:
+    """A pool connection of ``r`` with ``cmds`` sent, unread."""
+    conn = r.connection_pool.get_connection()
+    conn.send_packed_command(conn.pack_commands(cmds))
+    return conn
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_many_replies_read_through_the_parser_are_read_response_s_with_errors_in_place(
+        redis_server, names, monkeypatch, protocol):
+    """wire.read_many (the sink's +QUEUED replies) gives what reading reply by reply gives,
+    error replies in place, and takes its fast path (never reply by reply) on redis-py's
+    own connection class."""
+    r = redis_server.client(protocol=protocol)
+    cmds = _commands(names["stream"], 500)
+    conn = _sent(r, cmds)
+    try:
+        monkeypatch.setattr(wire, "read_replies", None)  # the fallback would fail: not taken
+        got = wire.read_many(conn, len(cmds))
+        monkeypatch.undo()
+        r.delete(names["stream"])
+        conn.send_packed_command(conn.pack_commands(cmds))
+        want = wire.read_replies(conn, len(cmds))
+        conn.send_command("PING")
+        assert text(conn.read_response()) == "PONG"  # nothing left unread
+    finally:
+        r.connection_pool.release(conn)
+        r.delete(names["stream"])
+    assert len(got) == len(want) == len(cmds)
+    for g, w in zip(got, want, strict=True):
+        if isinstance(w, Exception):
+            assert type(g) is type(w) and str(g) == str(w)
+        else:
+            assert g == w
+    assert sum(isinstance(g, redis.ResponseError) for g in got) == 2 * 500
+
+
+def test_many_replies_from_a_connection_that_closes_or_stalls_raise_redis_py_s_errors(
+        redis_server):
+    """A server that closes the connection mid-reply raises redis-py's ConnectionError and a
+    stalled one its TimeoutError (what the client's Retry knows), the connection dropped:
+    its next command goes out on a new one."""
+    r = redis_server.client(socket_timeout=0.3)
+    conn = _sent(r, [("PING",)] * 3 + [("QUIT",)])
+    try:
+        with pytest.raises(redis.ConnectionError):
+            wire.read_many(conn, 5)  # 3 PONG, +OK, then the server closed it
+        conn.send_command("PING")
+        assert text(conn.read_response()) == "PONG"
+        conn.send_packed_command(conn.pack_commands([("PING",), ("BLPOP", "eventbus:none", 2)]))
+        with pytest.raises(redis.TimeoutError):
+            wire.read_many(conn, 2)
+        conn.send_command("PING")
+        assert text(conn.read_response()) == "PONG"
+    finally:
+        r.connection_pool.release(conn)
