@@ -577,7 +577,7 @@ def bench_sink(r: redis.Redis, port: int, n: int, work: Path) -> None:
     size = len(table.column("payload")[0].as_py()) + len("payload") + len("key") + 12
     print(f"sink: {n:,} rows of ~{size} B (key + payload) in parquet; each variant against "
           "redis-py pipelined XADD (1,000 per pipeline) run just before it")
-    results, bases, ratios = {}, [], []
+    results, bases = {}, []
     for idempotent, fields_map in ((True, False), (False, False), (True, True)):
         base = _sink_baseline_run(r, table, "bench:sink:baseline")
         bases.append(base)
@@ -588,7 +588,6 @@ def bench_sink(r: redis.Redis, port: int, n: int, work: Path) -> None:
         FIGURES[f"sink_{label}"] = res
         if not fields_map:
             results[idempotent] = res
-            ratios.append(res["rows_per_s"] / base["rows_per_s"])
         what = ("'fields' map column" if fields_map
                 else f"idempotent={str(idempotent).lower():<5}")
         print(f"baseline  pipelined XADD: {base['rows_per_s']:>10,.0f} rows/s  Redis CPU "
@@ -626,6 +625,7 @@ def _sink_run(r: redis.Redis, url: str, src: Path, warmup: Path, stream: str, n:
     res["redis_cpu_us"] = (redis_cpu(r) - cpu0) / (n + WARMUP_ENTRIES) * 1e6
     slow = slowest_command(r)
     assert r.xlen(stream) == n, (stream, r.xlen(stream))
+    r.delete(stream, f"{stream}:warmup")  # the next run starts from the same memory
     res["slowest_ms"] = slow[0]
     return res, slow
 

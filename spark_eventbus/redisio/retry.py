@@ -78,10 +78,17 @@ _TLS_REFUSALS = frozenset({
 
 
 def tls_refused(error: BaseException) -> bool:
-    """Whether ``error`` is a TLS handshake refused over certificates (:data:`_TLS_REFUSALS`)."""
+    """Whether ``error`` is a TLS handshake refused over certificates (:data:`_TLS_REFUSALS`),
+    or a TLS session the server closed without a word (``SSLEOFError``): under TLS 1.3 a
+    server that wants a client certificate refuses a missing one after the client thinks the
+    handshake done, and the client's first write may meet the closed session before it can
+    read the server's alert (both seen here: ``certificate required`` or ``EOF occurred in
+    violation of protocol``). Either way only before the server ever answered (see
+    :meth:`WindowRetry.retries`); a server going away later is a failover."""
     cause = error.__cause__ or error.__context__
     return isinstance(error, redis.ConnectionError) and isinstance(cause, ssl.SSLError) \
-        and getattr(cause, "reason", None) in _TLS_REFUSALS
+        and (getattr(cause, "reason", None) in _TLS_REFUSALS
+             or isinstance(cause, ssl.SSLEOFError))
 
 
 def cluster_in_flux(error: BaseException) -> bool:

@@ -109,14 +109,16 @@ def read_many(conn: Any, n: int) -> list[Any]:
     each of its thousands of ``XADD``\\ s. redis-py's ``Connection.read_response`` costs about a
     microsecond per reply around its parser (its host string for an error message that is
     never made, the health-check clock): half of a sink task's CPU went there. Here each
-    reply comes from the connection's parser (``Connection._parser.read_response``, in every
-    redis-py from 4 to 8; RESP3 push messages are still the parser's to handle), with the
-    connection's own handling of a failure kept: the connection is dropped and a timeout or
-    socket error raised as redis-py's ``TimeoutError``/``ConnectionError``, which its
-    ``Retry`` knows. A connection class that reads otherwise (client-side caching's proxy, a
-    future redis-py) is read reply by reply with :func:`read_replies`."""
+    reply comes from the connection's parser (``Connection._parser.read_response``, called as
+    ``Connection.read_response`` calls it in redis-py 6.0 to 8.1, hiredis or not; RESP3 push
+    messages are still the parser's to handle), with the connection's own handling of a
+    failure kept: the connection is dropped and a timeout or socket error raised as redis-py's
+    ``TimeoutError``/``ConnectionError``, which its ``Retry`` knows. Read reply by reply with
+    :func:`read_replies` instead: a connection class that reads otherwise (client-side
+    caching's proxy, Sentinel's connection) and any redis-py after 8, whose
+    ``read_response`` nobody has compared with this yet."""
     parser = getattr(conn, "_parser", None)
-    if (parser is None or _CONNECTION_READ is None
+    if (parser is None or _CONNECTION_READ is None or redis.VERSION[0] > _CHECKED_UP_TO
             or getattr(type(conn), "read_response", None) is not _CONNECTION_READ):
         return read_replies(conn, n)
     read = parser.read_response
@@ -139,12 +141,18 @@ def read_many(conn: Any, n: int) -> list[Any]:
     return out
 
 
-# The redis-py method :func:`read_many` stands in for; None: a redis-py without it.
+# The redis-py method :func:`read_many` stands in for (None: a redis-py without it), and the
+# last major version whose method was compared with it.
 _CONNECTION_READ = getattr(getattr(redis.connection, "AbstractConnection", None),
                            "read_response", None)
+_CHECKED_UP_TO = 8
 
 
 def _where(conn: Any) -> str:
+    """Where ``conn`` reads from, as redis-py's own errors say it (a Unix socket's path too)."""
+    host_error = getattr(conn, "_host_error", None)
+    if callable(host_error):
+        return str(host_error())
     return f"{getattr(conn, 'host', '?')}:{getattr(conn, 'port', '?')}"
 
 

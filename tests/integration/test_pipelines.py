@@ -156,16 +156,32 @@ def _sent(r: redis.Redis, cmds: list[tuple[Any, ...]]) -> Any:
     return conn
 
 
+@pytest.mark.parametrize("parser", ["hiredis", "python"])
 @pytest.mark.parametrize("protocol", [2, 3])
 def test_many_replies_read_through_the_parser_are_read_response_s_with_errors_in_place(
-        redis_server, names, monkeypatch, protocol):
+        redis_server, names, monkeypatch, protocol, parser):
     """wire.read_many (the sink's +QUEUED replies) gives what reading reply by reply gives,
-    error replies in place, and takes its fast path (never reply by reply) on redis-py's
-    own connection class."""
-    r = redis_server.client(protocol=protocol)
+    error replies in place, a RESP3 push before them handled aside, with hiredis and with
+    redis-py's own parser (executors given the package by --py-files have no hiredis), and
+    takes its fast path (never reply by reply) on redis-py's own connection class."""
+    from redis._parsers import _RESP2Parser, _RESP3Parser
+
+    kw: dict[str, Any] = {"host": "127.0.0.1", "port": redis_server.port,
+                          "protocol": protocol}
+    if parser == "python":
+        kw["parser_class"] = _RESP3Parser if protocol == 3 else _RESP2Parser
+    r = redis.Redis(connection_pool=redis.ConnectionPool(**kw))
     cmds = _commands(names["stream"], 500)
-    conn = _sent(r, cmds)
+    tracked = f"{names['stream']}:tracked"
+    conn = r.connection_pool.get_connection()
     try:
+        if protocol == 3:  # a client-tracking invalidation arrives before the replies
+            conn.send_command("CLIENT", "TRACKING", "ON")
+            conn.read_response()
+            conn.send_command("GET", tracked)
+            conn.read_response()
+            redis_server.client().set(tracked, "changed")
+        conn.send_packed_command(conn.pack_commands(cmds))
         monkeypatch.setattr(wire, "read_replies", None)  # the fallback would fail: not taken
         got = wire.read_many(conn, len(cmds))
         monkeypatch.undo()
@@ -175,8 +191,10 @@ def test_many_replies_read_through_the_parser_are_read_response_s_with_errors_in
         conn.send_command("PING")
         assert text(conn.read_response()) == "PONG"  # nothing left unread
     finally:
+        conn.disconnect()
         r.connection_pool.release(conn)
-        r.delete(names["stream"])
+        r.delete(names["stream"], tracked)
+        r.close()
     assert len(got) == len(want) == len(cmds)
     for g, w in zip(got, want, strict=True):
         if isinstance(w, Exception):

@@ -355,6 +355,31 @@ def test_a_tls_refusal_fails_at_first_contact_and_is_retried_once_the_server_ans
     assert first.retries(plain) and answered.retries(plain)
 
 
+def test_a_tls_session_closed_unanswered_fails_at_first_contact_and_is_retried_later():
+    """Mutual TLS 1.3 without a client certificate: the server closes the session after the
+    handshake, and the client's first write may meet it closed (``SSLEOFError``, redis-py's
+    "Error 8 while writing to socket. EOF occurred in violation of protocol") before it reads
+    the alert. At first contact that is the refusal (it took 35 s of nested retries before);
+    once the server has answered, a failover."""
+    import ssl
+
+    def eof() -> redis.ConnectionError:
+        cause = ssl.SSLEOFError(8, "EOF occurred in violation of protocol (_ssl.c:2427)")
+        exc = redis.ConnectionError("Error 8 while writing to socket. EOF occurred in "
+                                    "violation of protocol (_ssl.c:2427).")
+        exc.__cause__ = cause
+        return exc
+
+    first = WindowRetry(30.0)
+    assert not first.retries(eof())
+    answered = WindowRetry(30.0)
+    answered.answered = True
+    assert answered.retries(eof())
+    reset = redis.ConnectionError("Error 104 while writing to socket. Connection reset.")
+    reset.__cause__ = ConnectionResetError(104, "Connection reset by peer")  # not TLS's word
+    assert first.retries(reset)
+
+
 def test_a_pickled_spec_carries_the_cluster_nodes_known_for_its_url() -> None:
     """What reaches an executor: the nodes this process knew for the URL, added to what the
     receiving process knows (newest first); equality and hashing ignore them."""
