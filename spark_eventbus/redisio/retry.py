@@ -13,6 +13,7 @@ master): :func:`cluster_in_flux` says which errors those are.
 from __future__ import annotations
 
 import ssl
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -126,7 +127,12 @@ class WindowRetry(Retry):
     Until the server has answered once, the window is at most :data:`FIRST_CONTACT_S`: a wrong
     address or a server that is down at start fails in seconds, while one that answered before
     is waited for through a failover. One instance per client, shared by its connections
-    (redis-py deep-copies the retry into each connection; the copy is the instance itself)."""
+    (redis-py deep-copies the retry into each connection; the copy is the instance itself).
+
+    A call made inside another of the same thread's calls (redis-py retries a connect and,
+    inside it, the handshake's health check; a command and, inside it, the connect) is tried
+    once: the outermost call alone retries, so that one window bounds it. Nested windows
+    multiplied: a plain client at a TLS port failed after 35 s, not 5."""
 
     def __init__(self, window_s: float,
                  retry_on: tuple[type[BaseException], ...] = RETRY_ON,
@@ -141,6 +147,7 @@ class WindowRetry(Retry):
         self.answered = False
         self.is_retryable = is_retryable
         self.retry_auth = retry_auth
+        self._calls = threading.local()  # this thread's calls in progress (nesting depth)
 
     def update_supported_errors(self, specified_errors: Iterable[type[Exception]]) -> None:
         """redis-py adds a connection's ``retry_on_error`` here (public API)."""
@@ -160,6 +167,21 @@ class WindowRetry(Retry):
     def call_with_retry(self, do: Callable[[], T], fail: Callable[..., Any],
                         is_retryable: Callable[[Exception], bool] | None = None,
                         with_failure_count: bool = False) -> T:
+        depth = getattr(self._calls, "depth", 0)
+        if depth:  # inside an outer call of this thread: it retries the whole
+            result = do()
+            self.answered = True
+            return result
+        self._calls.depth = 1
+        try:
+            return self.run_retried(do, fail, is_retryable, with_failure_count)
+        finally:
+            self._calls.depth = 0
+
+    def run_retried(self, do: Callable[[], T], fail: Callable[..., Any],
+                    is_retryable: Callable[[Exception], bool] | None,
+                    with_failure_count: bool) -> T:
+        """The outermost call's loop: ``do`` until it succeeds or the window has passed."""
         self.backoff.reset()
         clock = Window(self)
         while True:

@@ -380,6 +380,35 @@ def test_a_tls_session_closed_unanswered_fails_at_first_contact_and_is_retried_l
     assert first.retries(reset)
 
 
+def test_a_call_inside_a_call_is_tried_once_and_the_outer_window_bounds_both():
+    """redis-py retries a connect and, inside it, the handshake's health check: with a window
+    each, the windows multiplied (a plain client at a TLS port: 35 s, not 5). A nested call
+    of the same retry on the same thread is tried once; the outermost retries the whole."""
+    retry = WindowRetry(0.3)
+    tries = {"outer": 0, "inner": 0}
+
+    def inner() -> None:
+        tries["inner"] += 1
+        raise redis.ConnectionError("Connection reset by peer")
+
+    def outer() -> None:
+        tries["outer"] += 1
+        retry.call_with_retry(inner, lambda _: None)
+
+    with pytest.raises(redis.ConnectionError):
+        retry.call_with_retry(outer, lambda _: None)
+    assert tries["inner"] == tries["outer"] >= 2  # retried, by the outer call alone
+    flaky = iter([redis.ConnectionError("reset"), redis.ConnectionError("reset"), None])
+
+    def later() -> str:
+        error = next(flaky)
+        if error is not None:
+            raise error
+        return "ok"
+
+    assert retry.call_with_retry(later, lambda _: None) == "ok"  # a later call retries again
+
+
 def test_a_pickled_spec_carries_the_cluster_nodes_known_for_its_url() -> None:
     """What reaches an executor: the nodes this process knew for the URL, added to what the
     receiving process knows (newest first); equality and hashing ignore them."""
