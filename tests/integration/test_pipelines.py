@@ -33,6 +33,18 @@ def _commands(key: str, n: int) -> list[tuple[Any, ...]]:
     return out
 
 
+def _assert_same_replies(got: list[Any], want: list[Any], n: int, errors: int) -> None:
+    """``got`` is ``want`` reply for reply (``n`` of them; an error as the same error), with
+    ``errors`` error replies in place."""
+    assert len(got) == len(want) == n
+    for g, w in zip(got, want, strict=True):
+        if isinstance(w, Exception):
+            assert type(g) is type(w) and str(g) == str(w)
+        else:
+            assert g == w
+    assert sum(isinstance(g, redis.ResponseError) for g in got) == errors
+
+
 def test_the_lean_pipeline_gives_redis_py_s_raw_replies_with_errors_in_place(redis_server,
                                                                              names):
     spec = connection_spec(redis_server.url)
@@ -46,13 +58,7 @@ def test_the_lean_pipeline_gives_redis_py_s_raw_replies_with_errors_in_place(red
     for c in cmds:
         plain.execute_command(*c)
     want = plain.execute(raise_on_error=False)
-    assert len(got) == len(want) == len(cmds)
-    for g, w in zip(got, want, strict=True):
-        if isinstance(w, Exception):
-            assert type(g) is type(w) and str(g) == str(w)
-        else:
-            assert g == w
-    assert sum(isinstance(g, redis.ResponseError) for g in got) == 2 * LEAN_PIPELINE_MIN
+    _assert_same_replies(got, want, len(cmds), errors=2 * LEAN_PIPELINE_MIN)
     assert got[1] == 1 and got[-4] == LEAN_PIPELINE_MIN  # XLEN after the first / last XADD
 
 
@@ -195,13 +201,7 @@ def test_many_replies_read_through_the_parser_are_read_response_s_with_errors_in
         r.connection_pool.release(conn)
         r.delete(names["stream"], tracked)
         r.close()
-    assert len(got) == len(want) == len(cmds)
-    for g, w in zip(got, want, strict=True):
-        if isinstance(w, Exception):
-            assert type(g) is type(w) and str(g) == str(w)
-        else:
-            assert g == w
-    assert sum(isinstance(g, redis.ResponseError) for g in got) == 2 * 500
+    _assert_same_replies(got, want, len(cmds), errors=2 * 500)
 
 
 def test_many_replies_from_a_connection_that_closes_or_stalls_raise_redis_py_s_errors(
