@@ -178,9 +178,9 @@ def test_many_replies_read_through_the_parser_are_read_response_s_with_errors_in
         redis_server, names, monkeypatch, protocol, parser):
     """wire.read_many (the sink's +QUEUED replies) gives what reading reply by reply gives,
     error replies in place, a RESP3 push before them handled aside (where redis-py's parser
-    does), with hiredis and with
-    redis-py's own parser (executors given the package by --py-files have no hiredis), and
-    takes its fast path (never reply by reply) on redis-py's own connection class."""
+    does), with hiredis and with redis-py's own parser (executors given the package by
+    --py-files have no hiredis), and takes its fast path (never reply by reply) on redis-py's
+    own connection class."""
     from redis._parsers import _RESP2Parser, _RESP3Parser
 
     kw: dict[str, Any] = {"host": "127.0.0.1", "port": redis_server.port,
