@@ -1,15 +1,15 @@
-"""The three streaming queries of the driver-kill test, run side by side in a driver process
-(``--query``: a comma-separated list), which the test kills with SIGKILL. Spark's own file
-writer (a parquet write, in a foreachBatch or as the file sink) beside another query in the
-same driver hits a Spark race under load ("Task serialization failed: Illegal size 5 of
-collection, expected 6"), Spark's and not the connector's: the test gives ``positions`` a
-driver of its own, and ``consume`` writes its batches without Spark's writer.
+"""The three streaming queries of the driver-kill test (``--query``: one, or several
+comma-separated to run side by side in one driver). The test gives each its own driver: two
+queries in one driver hit a Spark race under load ("Task serialization failed:
+java.lang.IllegalStateException: Illegal size 5 of collection, expected 6"), Spark's and not the
+connector's — seen with Spark's file writer (a foreachBatch's parquet write, the file sink) and
+with a foreachBatch's ``toArrow`` collect beside the eventbus sink's query.
 
 - ``consume``: many streams in packed partitions, each batch's (stream, ID, batch ID) appended
   to parquet with foreachBatch, so a replayed batch shows up as duplicates under its own batch
   ID: the reader's at-least-once bound and its exact replay are visible, not hidden by an
   exactly-once sink. The batch is written from the driver (``toArrow``, then a parquet file
-  renamed into place);
+  renamed into place: a file cut by the kill is never read);
 - ``copy``: one stream read through another consumer group and written with the eventbus sink
   to another stream, each entry tagged with its source ID (``src``): the sink's exactly-once;
 - ``positions``: the streams of ``consume`` read without a group (positions in the checkpoint)
