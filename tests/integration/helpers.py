@@ -131,10 +131,10 @@ def committed_batches(chk: Path) -> int:
 
 def kill_and_restart(bases: list[list[str]], chks: list[Path], logs: Path, times: int,
                      seed: int, batches: list[int]) -> None:
-    """Run the driver processes ``bases`` (commands) side by side, ``times`` times; in each
-    run all of them are killed with SIGKILL (driver and JVM) at a random moment after every
-    query's checkpoint of ``chks`` (one per query, whichever process runs it) committed two
-    more batches (or all of its ``batches``: its input is used up)."""
+    """Run the queries ``bases`` (commands), each as its own driver process, ``times`` times;
+    in each run all of them are killed with SIGKILL (driver and JVM) at a random moment after
+    every checkpoint of ``chks`` (one per command) committed two more batches (or all of its
+    ``batches``: its input is used up)."""
     rng = random.Random(seed)
     for run in range(times):
         before = [committed_batches(c) for c in chks]

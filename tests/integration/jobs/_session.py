@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from pathlib import Path
@@ -36,19 +35,11 @@ def events(spark: Any, url: str, stream: str, group: str, max_entries: str) -> A
     return (reader.option("group", group) if group else reader).load()
 
 
-def run(spark: Any, writers: list[Any], available_now: bool) -> None:
-    """Start ``writers`` (DataStreamWriters) side by side and wait for them all (AvailableNow)
-    or until one ends; exit non-zero naming each query that failed."""
-    queries = [(w.trigger(availableNow=True) if available_now
-                else w.trigger(processingTime="200 milliseconds")).start() for w in writers]
-    from pyspark.errors import StreamingQueryException
-
-    with contextlib.suppress(StreamingQueryException):  # a failed query: said below
-        if available_now:
-            for q in queries:
-                q.awaitTermination()
-        else:
-            spark.streams.awaitAnyTermination()
-    failed = [f"{q.name}: {q.exception()}" for q in queries if q.exception() is not None]
-    if failed:
-        raise SystemExit("query failed: " + "; ".join(failed))
+def run(writer: Any, available_now: bool) -> None:
+    """Start ``writer`` (a DataStreamWriter) and wait; exit non-zero if the query fails."""
+    writer = (writer.trigger(availableNow=True) if available_now
+              else writer.trigger(processingTime="200 milliseconds"))
+    q = writer.start()
+    q.awaitTermination()
+    if q.exception() is not None:
+        raise SystemExit(f"query failed: {q.exception()}")
