@@ -42,7 +42,8 @@ class Subscription:
         those that were not subscribed yet."""
         o = self.opts
         assert o.group is not None
-        new = [ConsumerOps(o.connection, s, o.group, o.consumer_name,
+        spec = o.connection  # made from the options at each use: once here, not per stream
+        new = [ConsumerOps(spec, s, o.group, o.consumer_name,
                            cache_ack_ids=o.ack_mode == "commit",
                            delete_acked=self.delete_acked)
                for s in dict.fromkeys(names) if s not in self.ops]

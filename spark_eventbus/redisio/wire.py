@@ -93,34 +93,41 @@ def read_replies(conn: Any, n: int) -> list[Any]:
     (redis-py raises it after reading it whole, so later replies stay aligned). The cyclic
     garbage collector is paused meanwhile (:func:`..worker_gc.paused_gc`: replies of thousands
     of entries would trigger it every 700 lists, to find nothing)."""
-    out: list[Any] = []
     with paused_gc():
-        for _ in range(n):
-            try:
-                out.append(conn.read_response())
-            except ResponseError as exc:
-                out.append(exc)
+        return read_many(conn, n)
+
+
+def _read_each(conn: Any, n: int) -> list[Any]:
+    """:func:`read_many` through ``conn.read_response``, one reply at a time."""
+    out: list[Any] = []
+    for _ in range(n):
+        try:
+            out.append(conn.read_response())
+        except ResponseError as exc:
+            out.append(exc)
     return out
 
 
 def read_many(conn: Any, n: int) -> list[Any]:
     """``n`` replies from ``conn`` as :func:`read_replies` gives them (an error reply as the
-    exception object in its place), for many small replies: a sink chunk's ``+QUEUED`` for
-    each of its thousands of ``XADD``\\ s. redis-py's ``Connection.read_response`` costs about a
-    microsecond per reply around its parser (its host string for an error message that is
-    never made, the health-check clock): half of a sink task's CPU went there. Here each
-    reply comes from the connection's parser (``Connection._parser.read_response``, called as
-    ``Connection.read_response`` calls it in redis-py 6.0 to 8.1, hiredis or not; RESP3 push
-    messages are still the parser's to handle), with the connection's own handling of a
-    failure kept: the connection is dropped and a timeout or socket error raised as redis-py's
-    ``TimeoutError``/``ConnectionError``, which its ``Retry`` knows. Read reply by reply with
-    :func:`read_replies` instead: a connection class that reads otherwise (client-side
-    caching's proxy, Sentinel's connection) and any redis-py after 8, whose
-    ``read_response`` nobody has compared with this yet."""
+    exception object in its place), without pausing the garbage collector: for many small
+    replies (a sink chunk's ``+QUEUED`` for each of its thousands of ``XADD``\\ s; within
+    :func:`read_replies`, a pipelined round over thousands of streams). redis-py's
+    ``Connection.read_response`` costs about a microsecond per reply around its parser (its
+    host string for an error message that is never made, the health-check clock): half of a
+    sink task's CPU went there. Here each reply comes from the connection's parser
+    (``Connection._parser.read_response``, called as ``Connection.read_response`` calls it in
+    redis-py 6.0 to 8.1, hiredis or not; RESP3 push messages are still the parser's to
+    handle), with the connection's own handling of a failure kept: the connection is dropped
+    and a timeout or socket error raised as redis-py's ``TimeoutError``/``ConnectionError``,
+    which its ``Retry`` knows. Read reply by reply with ``Connection.read_response`` instead
+    (:func:`_read_each`): a connection class that reads otherwise (client-side caching's
+    proxy, Sentinel's connection) and any redis-py after 8, whose ``read_response`` nobody has
+    compared with this yet."""
     parser = getattr(conn, "_parser", None)
     if (parser is None or _CONNECTION_READ is None or redis.VERSION[0] > _CHECKED_UP_TO
             or getattr(type(conn), "read_response", None) is not _CONNECTION_READ):
-        return read_replies(conn, n)
+        return _read_each(conn, n)
     read = parser.read_response
     out: list[Any] = []
     try:

@@ -176,7 +176,8 @@ def _handles_pushes(parser: str) -> bool:
 @pytest.mark.parametrize("protocol", [2, 3])
 def test_many_replies_read_through_the_parser_are_read_response_s_with_errors_in_place(
         redis_server, names, monkeypatch, protocol, parser):
-    """wire.read_many (the sink's +QUEUED replies) gives what reading reply by reply gives,
+    """wire.read_many (the sink's +QUEUED replies; every pipelined round through read_replies)
+    gives what reading reply by reply through redis-py's Connection.read_response gives,
     error replies in place, a RESP3 push before them handled aside (where redis-py's parser
     does), with hiredis and with redis-py's own parser (executors given the package by
     --py-files have no hiredis), and takes its fast path (never reply by reply) on redis-py's
@@ -199,12 +200,12 @@ def test_many_replies_read_through_the_parser_are_read_response_s_with_errors_in
             conn.read_response()
             redis_server.client().set(tracked, "changed")
         conn.send_packed_command(conn.pack_commands(cmds))
-        monkeypatch.setattr(wire, "read_replies", None)  # the fallback would fail: not taken
+        monkeypatch.setattr(wire, "_read_each", None)  # the fallback would fail: not taken
         got = wire.read_many(conn, len(cmds))
         monkeypatch.undo()
         r.delete(names["stream"])
         conn.send_packed_command(conn.pack_commands(cmds))
-        want = wire.read_replies(conn, len(cmds))
+        want = wire._read_each(conn, len(cmds))  # through Connection.read_response
         conn.send_command("PING")
         assert text(conn.read_response()) == "PONG"  # nothing left unread
     finally:
