@@ -13,13 +13,13 @@ shared by the test workers, so each is told to start cheaply:
   AppCDS: ``-XX:SharedArchiveFile``), made once per virtual environment by
   ``python -m tests.harness.jvm`` (``make test`` and the other test lanes run it first): a
   local session started, a query run and stopped took 13 CPU seconds and 11 s, 6 and 5 s with
-  the archive (half of a JVM's start is loading and verifying ~20,000 classes from the jars).
+  the archive.
 
 What the tests check does not depend on either; ``make bench`` measures with the JVM's defaults.
-A JVM whose class path differs from the archive's (a standalone executor, the packaging test's
-own venv) or a stale archive (pyspark or Java reinstalled: its name is a digest of both) just
-loads its classes from the jars: the JVM's notice of that is turned off, as tests read
-``spark-submit``'s output.
+A JVM whose class path differs from the archive's (whether the standalone cluster's JVMs and
+the packaging test's symlinked venv match it was not checked) or a stale archive (pyspark or
+Java reinstalled: its name is a digest of both) just loads its classes from the jars: the JVM's
+notice of that is turned off, as tests read ``spark-submit``'s output.
 """
 
 from __future__ import annotations
