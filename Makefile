@@ -37,9 +37,12 @@ deps:
 # The package's bytecode, compiled once before a test lane: the lanes start hundreds of Python
 # processes (Spark's workers, streaming source runners, jobs) that import it, and an editable
 # install has none (pip compiles only what it copies; PYTHONDONTWRITEBYTECODE, set on some
-# machines, keeps each process from caching its own). ~0.15 s of CPU per process.
+# machines, keeps each process from caching its own). ~0.15 s of CPU per process. And PySpark's:
+# Spark puts pip's pyspark.zip first on its Python processes' path, where Python keeps no
+# bytecode (0.85 s of CPU per process); a .pth in the venv takes it off (tests/harness/pyspark_path.py).
 bytecode: install
 	@$(PY) -m compileall -q spark_eventbus pyspark_eventbus.py
+	@$(PY) -m tests.harness.pyspark_path
 
 # The class-data-sharing archive every JVM the tests start loads Spark's classes from (made once
 # per virtual environment, ~40 s; a JVM starts on half the CPU with it: tests/harness/jvm.py).
@@ -124,6 +127,7 @@ $(FLOOR_STAMP): pyproject.toml $(FLOOR_PINS)
 
 test-floor: $(FLOOR_STAMP) deps
 	@$(FLOOR_PY) -m compileall -q spark_eventbus pyspark_eventbus.py
+	@$(FLOOR_PY) -m tests.harness.pyspark_path
 	@$(FLOOR_PY) -m tests.harness.jvm
 	@$(FLOOR_PY) -c 'from importlib.metadata import version as v; \
 	  print("floor lane:", ", ".join(f"{n} {v(n)}" for n in \

@@ -1,0 +1,52 @@
+"""Spark's Python processes in the test environment import PySpark from its installed files.
+
+Spark starts every Python process of its own (the daemon's workers, the planner workers, each
+query's streaming source runner, ``spark-submit``'s Python) with ``$SPARK_HOME/python/lib/
+pyspark.zip`` and py4j's source zip first on ``PYTHONPATH``; the pip package of PySpark ships
+both (its ``SPARK_HOME`` is the package itself). Python keeps no bytecode for modules it imports
+from a zip, so each of those processes compiles PySpark's modules from source: importing the
+streaming source runner took 1.3 CPU seconds from the zip against 0.45 from site-packages, and
+the suite starts hundreds of such processes (a query's runner must connect back to the JVM
+within Spark's fixed 10 s, which a loaded 2-core machine under coverage sometimes missed).
+
+``python -m tests.harness.pyspark_path`` (``make test`` and every test lane run it first) writes
+a ``.pth`` into the environment's site-packages that takes this environment's own two zips off
+``sys.path`` at start-up, so the same PySpark and py4j are imported from site-packages, where
+their bytecode is cached. The code imported is the same release; only where it is read from
+changes. Users with pip's PySpark pay the zip's cost (docs/troubleshooting.md).
+"""
+
+from __future__ import annotations
+
+import sys
+import sysconfig
+from pathlib import Path
+
+PTH = "eventbus_dev_pyspark_from_site.pth"
+
+
+def zip_dir() -> Path:
+    """Where the pip package of PySpark keeps the zips Spark puts on its Python processes' path."""
+    return Path(sysconfig.get_paths()["purelib"]) / "pyspark" / "python" / "lib"
+
+
+def pth_line() -> str:
+    prefix = str(zip_dir()) + "/"
+    return (f"import sys; sys.path[:] = [p for p in sys.path if not (p.startswith({prefix!r}) "
+            f"and p.endswith('.zip'))]\n")
+
+
+def install() -> int:
+    """Write the ``.pth`` (once; again when its text changed); 0 always."""
+    if not (zip_dir() / "pyspark.zip").exists():
+        return 0  # a PySpark without the zip: nothing to take off
+    pth = Path(sysconfig.get_paths()["purelib"]) / PTH
+    line = pth_line()
+    if not pth.exists() or pth.read_text() != line:
+        pth.write_text(line)
+        print(f"Spark's Python processes import PySpark from site-packages: {pth}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(install())
