@@ -22,7 +22,11 @@ import sys
 import sysconfig
 from pathlib import Path
 
-PTH = "eventbus_dev_pyspark_from_site.pth"
+# "00": site-packages' .pth files run in name order, and one that imports a module (setuptools'
+# distutils hook, coverage's) before this one would open the zips (a zip importer reads the whole
+# directory of pyspark.zip's 1,485 files, and again at each importlib.invalidate_caches(), which
+# Spark's workers call)
+PTH = "00_eventbus_dev_pyspark_from_site.pth"
 
 
 def zip_dir() -> Path:
@@ -30,10 +34,13 @@ def zip_dir() -> Path:
     return Path(sysconfig.get_paths()["purelib"]) / "pyspark" / "python" / "lib"
 
 
-def pth_line() -> str:
-    prefix = str(zip_dir()) + "/"
-    return (f"import sys; sys.path[:] = [p for p in sys.path if not (p.startswith({prefix!r}) "
-            f"and p.endswith('.zip'))]\n")
+def pth_line(*dirs: Path) -> str:
+    """The ``.pth`` line that takes the zips in ``dirs`` (default: this environment's) off
+    ``sys.path`` and out of the importer cache."""
+    prefixes = tuple(str(d) + "/" for d in (dirs or (zip_dir(),)))
+    gone = f"[p for p in sys.path if p.startswith({prefixes!r}) and p.endswith('.zip')]"
+    return (f"import sys; [(sys.path.remove(p), sys.path_importer_cache.pop(p, None)) "
+            f"for p in {gone}]\n")
 
 
 def install() -> int:
