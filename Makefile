@@ -39,7 +39,8 @@ deps:
 # install has none (pip compiles only what it copies; PYTHONDONTWRITEBYTECODE, set on some
 # machines, keeps each process from caching its own). ~0.15 s of CPU per process. And PySpark's:
 # Spark puts pip's pyspark.zip first on its Python processes' path, where Python keeps no
-# bytecode (0.85 s of CPU per process); a .pth in the venv takes it off (tests/harness/pyspark_path.py).
+# bytecode (0.85 s of CPU per process); a .pth in the venv takes it off in the processes the
+# tests start (tests/harness/pyspark_path.py); `make bench` and `make demo` run as users' do.
 bytecode: install
 	@$(PY) -m compileall -q spark_eventbus pyspark_eventbus.py
 	@$(PY) -m tests.harness.pyspark_path

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import settings
 
 from tests.harness.jvm import quick_jvms
+from tests.harness.pyspark_path import ENV as PYSPARK_FROM_SITE
 from tests.harness.redis_cluster import RedisClusterServer
 from tests.harness.redis_server import RedisServer, redis_binary
 from tests.harness.redis_tls import TlsFiles, TlsRedisServer
@@ -30,6 +31,9 @@ settings.load_profile("eventbus")
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 quick_jvms()  # C1 and the serial GC in every JVM the tests start (tests/harness/jvm.py)
+# every Python process Spark starts for the tests imports PySpark with its bytecode, not from
+# pip's pyspark.zip (tests/harness/pyspark_path.py; `make bytecode` writes the .pth that reads it)
+os.environ.setdefault(PYSPARK_FROM_SITE, "1")
 
 
 @pytest.fixture(scope="session")

@@ -10,10 +10,13 @@ the suite starts hundreds of such processes (a query's runner must connect back 
 within Spark's fixed 10 s, which a loaded 2-core machine under coverage sometimes missed).
 
 ``python -m tests.harness.pyspark_path`` (``make test`` and every test lane run it first) writes
-a ``.pth`` into the environment's site-packages that takes this environment's own two zips off
-``sys.path`` at start-up, so the same PySpark and py4j are imported from site-packages, where
-their bytecode is cached. The code imported is the same release; only where it is read from
-changes. Users with pip's PySpark pay the zip's cost (docs/troubleshooting.md).
+a ``.pth`` into the environment's site-packages that, in a process whose environment has
+``EVENTBUS_PYSPARK_FROM_SITE`` set (tests/conftest.py sets it, so every process the tests start
+inherits it), takes this environment's own two zips off ``sys.path`` at start-up: the same
+PySpark and py4j are then imported from site-packages, where their bytecode is cached. The code
+imported is the same release; only where it is read from changes. ``make bench`` and
+``make demo`` do not set the variable: they run as users' pip PySpark does, paying the zip's
+cost (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pathlib import Path
 # directory of pyspark.zip's 1,485 files, and again at each importlib.invalidate_caches(), which
 # Spark's workers call)
 PTH = "00_eventbus_dev_pyspark_from_site.pth"
+ENV = "EVENTBUS_PYSPARK_FROM_SITE"
 
 
 def zip_dir() -> Path:
@@ -39,8 +43,8 @@ def pth_line(*dirs: Path) -> str:
     ``sys.path`` and out of the importer cache."""
     prefixes = tuple(str(d) + "/" for d in (dirs or (zip_dir(),)))
     gone = f"[p for p in sys.path if p.startswith({prefixes!r}) and p.endswith('.zip')]"
-    return (f"import sys; [(sys.path.remove(p), sys.path_importer_cache.pop(p, None)) "
-            f"for p in {gone}]\n")
+    return (f"import os, sys; os.environ.get({ENV!r}) and [(sys.path.remove(p), "
+            f"sys.path_importer_cache.pop(p, None)) for p in {gone}]\n")
 
 
 def install() -> int:
