@@ -9,7 +9,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from tests.harness.pyspark_path import PTH, pth_line, zip_dir
+from tests.harness.pyspark_path import PTH, pth_line
 
 WITHOUT_EVENTBUS = ("spark_eventbus", "pyspark_eventbus", "_editable_impl_spark_eventbus",
                     "__editable__")
@@ -38,7 +38,7 @@ def lean_python(workdir: Path, without: tuple[str, ...]) -> Path:
                                check=True).stdout.strip())
     # a path line: the packages in deps/ import, their .pth hooks (editable installs) do not run
     (site / "deps.pth").write_text(f"{deps}\n")
-    # Spark's Python processes read the same PySpark with bytecode (tests/harness/pyspark_path.py):
-    # its zip under this environment's SPARK_HOME or under the symlinked one
-    (site / PTH).write_text(pth_line(zip_dir(), deps / "pyspark" / "python" / "lib"))
+    # Spark's Python processes read the same PySpark with bytecode (tests/harness/pyspark_path.py;
+    # the line compares real paths, so it also takes off the zip under deps/'s symlinked PySpark)
+    (site / PTH).write_text(pth_line())
     return python

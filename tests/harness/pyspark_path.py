@@ -21,6 +21,7 @@ cost (docs/performance.md).
 
 from __future__ import annotations
 
+import os
 import sys
 import sysconfig
 from pathlib import Path
@@ -41,8 +42,9 @@ def zip_dir() -> Path:
 def pth_line(*dirs: Path) -> str:
     """The ``.pth`` line that takes the zips in ``dirs`` (default: this environment's) off
     ``sys.path`` and out of the importer cache."""
-    prefixes = tuple(str(d) + "/" for d in (dirs or (zip_dir(),)))
-    gone = f"[p for p in sys.path if p.startswith({prefixes!r}) and p.endswith('.zip')]"
+    prefixes = tuple(os.path.realpath(d) + "/" for d in (dirs or (zip_dir(),)))
+    gone = (f"[p for p in sys.path if p.endswith('.zip') and "
+            f"os.path.realpath(p).startswith({prefixes!r})]")
     return (f"import os, sys; os.environ.get({ENV!r}) and [(sys.path.remove(p), "
             f"sys.path_importer_cache.pop(p, None)) for p in {gone}]\n")
 
