@@ -5,16 +5,19 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
-# Parallel pytest workers (pytest-xdist). Each worker starts its own Redis servers, clusters and
-# SparkSession on its own ports (tests/conftest.py); tests that share an expensive server (Spark
-# Connect, TLS, a Sentinel topology) are kept on one worker (marker xdist_group, --dist loadgroup).
-WORKERS ?= 3
-XDIST   := -n $(WORKERS) --dist loadgroup
 # COVERAGE=1: the lane runs under coverage (every Python process: pytest's workers, Spark's
 # Python workers, the subprocesses tests start) and writes .coverage-lanes/<lane>; CI compares
 # the lanes with `make check-lanes`.
 COVERAGE ?=
 ON       := $(filter 1 yes true,$(COVERAGE))
+# Parallel pytest workers (pytest-xdist). Each worker starts its own Redis servers, clusters and
+# SparkSession on its own ports (tests/conftest.py); tests that share an expensive server (Spark
+# Connect, TLS, a Sentinel topology) are kept on one worker (marker xdist_group, --dist loadgroup).
+# Two under coverage: every Python process then starts ~50 % slower (a streaming source runner
+# 1.1 CPU-s before it connects back), and with three workers' Spark on 2 cores a runner twice
+# missed the 10 s Spark gives it to connect back (a fixed wait in Spark, no setting).
+WORKERS ?= $(if $(ON),2,3)
+XDIST   := -n $(WORKERS) --dist loadgroup
 LANE_ENV = $(if $(ON),COVERAGE_PROCESS_START=$(CURDIR)/.coveragerc \
   COVERAGE_FILE=$(CURDIR)/.coverage-lanes/$(1)/data \
   EVENTBUS_SCRIPT_LOG=$(CURDIR)/.coverage-lanes/$(1)/scripts)
