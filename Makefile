@@ -44,9 +44,9 @@ deps:
 # Spark puts pip's pyspark.zip first on its Python processes' path, where Python keeps no
 # bytecode (0.85 s of CPU per process); a .pth in the venv takes it off in the processes the
 # tests start (tests/harness/pyspark_path.py); `make bench` and `make demo` run as users' do.
+compile_bytecode = $(1) -m compileall -q spark_eventbus pyspark_eventbus.py && $(1) -m tests.harness.pyspark_path
 bytecode: install
-	@$(PY) -m compileall -q spark_eventbus pyspark_eventbus.py
-	@$(PY) -m tests.harness.pyspark_path
+	@$(call compile_bytecode,$(PY))
 
 # The class-data-sharing archive every JVM the tests start loads Spark's classes from (made once
 # per virtual environment, ~40 s; a JVM starts on half the CPU with it: tests/harness/jvm.py).
@@ -130,8 +130,7 @@ $(FLOOR_STAMP): pyproject.toml $(FLOOR_PINS)
 	@touch $@
 
 test-floor: $(FLOOR_STAMP) deps
-	@$(FLOOR_PY) -m compileall -q spark_eventbus pyspark_eventbus.py
-	@$(FLOOR_PY) -m tests.harness.pyspark_path
+	@$(call compile_bytecode,$(FLOOR_PY))
 	@$(FLOOR_PY) -m tests.harness.jvm
 	@$(FLOOR_PY) -c 'from importlib.metadata import version as v; \
 	  print("floor lane:", ", ".join(f"{n} {v(n)}" for n in \

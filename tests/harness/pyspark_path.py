@@ -34,17 +34,22 @@ PTH = "00_eventbus_dev_pyspark_from_site.pth"
 ENV = "EVENTBUS_PYSPARK_FROM_SITE"
 
 
+def site_packages() -> Path:
+    return Path(sysconfig.get_paths()["purelib"])
+
+
 def zip_dir() -> Path:
     """Where the pip package of PySpark keeps the zips Spark puts on its Python processes' path."""
-    return Path(sysconfig.get_paths()["purelib"]) / "pyspark" / "python" / "lib"
+    return site_packages() / "pyspark" / "python" / "lib"
 
 
-def pth_line(*dirs: Path) -> str:
-    """The ``.pth`` line that takes the zips in ``dirs`` (default: this environment's) off
-    ``sys.path`` and out of the importer cache."""
-    prefixes = tuple(os.path.realpath(d) + "/" for d in (dirs or (zip_dir(),)))
+def pth_line() -> str:
+    """The ``.pth`` line that takes this environment's zips off ``sys.path`` and out of the
+    importer cache (real paths compared: a venv reached through a symlink, the lean venvs'
+    symlinked PySpark)."""
+    prefix = os.path.realpath(zip_dir()) + "/"
     gone = (f"[p for p in sys.path if p.endswith('.zip') and "
-            f"os.path.realpath(p).startswith({prefixes!r})]")
+            f"os.path.realpath(p).startswith({prefix!r})]")
     return (f"import os, sys; os.environ.get({ENV!r}) and [(sys.path.remove(p), "
             f"sys.path_importer_cache.pop(p, None)) for p in {gone}]\n")
 
@@ -53,7 +58,7 @@ def install() -> int:
     """Write the ``.pth`` (once; again when its text changed); 0 always."""
     if not (zip_dir() / "pyspark.zip").exists():
         return 0  # a PySpark without the zip: nothing to take off
-    pth = Path(sysconfig.get_paths()["purelib"]) / PTH
+    pth = site_packages() / PTH
     line = pth_line()
     if not pth.exists() or pth.read_text() != line:
         pth.write_text(line)
