@@ -5,20 +5,19 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
-# COVERAGE=1: the lane runs under coverage (every Python process: pytest's workers, Spark's
-# Python workers, the subprocesses tests start) and writes .coverage-lanes/<lane>; CI compares
-# the lanes with `make check-lanes`.
+# COVERAGE=1: the lane runs under coverage and writes .coverage-lanes/<lane>; CI compares the
+# lanes with `make check-lanes`. Coverage starts in a Python process when it first imports the
+# package (pytest's workers, Spark's Python workers running a read or a write, the jobs tests
+# start; tests/harness/lane_coverage.py): Spark's daemons, planners and a streaming source runner
+# until it has connected back run untraced.
 COVERAGE ?=
 ON       := $(filter 1 yes true,$(COVERAGE))
 # Parallel pytest workers (pytest-xdist). Each worker starts its own Redis servers, clusters and
 # SparkSession on its own ports (tests/conftest.py); tests that share an expensive server (Spark
 # Connect, TLS, a Sentinel topology) are kept on one worker (marker xdist_group, --dist loadgroup).
-# Two under coverage: every Python process then starts ~50 % slower (a streaming source runner
-# 1.1 CPU-s before it connects back), and with three workers' Spark on 2 cores a runner twice
-# missed the 10 s Spark gives it to connect back (a fixed wait in Spark, no setting).
-WORKERS ?= $(if $(ON),2,3)
+WORKERS ?= 3
 XDIST   := -n $(WORKERS) --dist loadgroup
-LANE_ENV = $(if $(ON),COVERAGE_PROCESS_START=$(CURDIR)/.coveragerc \
+LANE_ENV = $(if $(ON),EVENTBUS_COVERAGE_START=$(CURDIR)/.coveragerc \
   COVERAGE_FILE=$(CURDIR)/.coverage-lanes/$(1)/data \
   EVENTBUS_SCRIPT_LOG=$(CURDIR)/.coverage-lanes/$(1)/scripts)
 
@@ -44,7 +43,8 @@ deps:
 # Spark puts pip's pyspark.zip first on its Python processes' path, where Python keeps no
 # bytecode (0.85 s of CPU per process); a .pth in the venv takes it off in the processes the
 # tests start (tests/harness/pyspark_path.py); `make bench` and `make demo` run as users' do.
-compile_bytecode = $(1) -m compileall -q spark_eventbus pyspark_eventbus.py && $(1) -m tests.harness.pyspark_path
+compile_bytecode = $(1) -m compileall -q spark_eventbus pyspark_eventbus.py && $(1) -m tests.harness.pyspark_path \
+  && $(1) -m tests.harness.lane_coverage
 bytecode: install
 	@$(call compile_bytecode,$(PY))
 
