@@ -16,8 +16,9 @@ from pyspark.sql.types import StructType
 from .core.worker_gc import settle
 from .errors import ConfigError
 from .options.reader import parse_reader_options
+from .options.value_schema import parse_value_schema
 from .options.writer import SinkOptions, parse_sink_options
-from .reads.decoding import output_schema, parse_value_schema
+from .reads.schema import output_schema
 
 if TYPE_CHECKING:  # the sink's modules load only when a write needs them (not in readers)
     from .writes.sink_schema import EncodingPlan

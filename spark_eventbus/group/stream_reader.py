@@ -28,7 +28,6 @@ from pyspark.sql.types import StructType
 from ..core.offsets import BatchOffset
 from ..core.planning import pack_partitions
 from ..options.reader import ReaderOptions
-from ..reads.partition_reader import read_slices
 from ..reads.partitions import ReadSpec, SlicePartition
 from ..redisio import ConsumerOps, probes
 from .driver import ReaderDriver
@@ -100,6 +99,10 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for slices in pack_partitions(batch.streams, self.options.num_partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        # the decoder (pyarrow's compute functions) loads in the tasks, not in Spark's streaming
+        # source runner, which plans batches and reads nothing
+        from ..reads.partition_reader import read_slices
+
         assert isinstance(partition, SlicePartition)
         return read_slices(partition)
 

@@ -28,7 +28,6 @@ from ..core.positions import (
     split_ranges,
 )
 from ..options.reader import ReaderOptions
-from ..reads.partition_reader import read_pieces
 from ..reads.partitions import PiecePartition, ReadSpec
 from .planner import PositionPlanner
 
@@ -84,6 +83,10 @@ class PositionStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [PiecePartition(self.spec, b) for b in bins]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        # the decoder (pyarrow's compute functions) loads in the tasks, not in Spark's streaming
+        # source runner, which plans batches and reads nothing
+        from ..reads.partition_reader import read_pieces
+
         assert isinstance(partition, PiecePartition)
         return read_pieces(partition)
 

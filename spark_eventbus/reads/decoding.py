@@ -1,5 +1,5 @@
-"""The reader's decoder: the output schema, and stream entries → Arrow record batches
-(executor side). Option ``valueSchema`` is parsed in :mod:`.value_schema`."""
+"""The reader's decoder: stream entries → Arrow record batches (executor side). The output
+schema is :mod:`.schema`'s; option ``valueSchema`` is parsed in :mod:`..options.value_schema`."""
 
 from __future__ import annotations
 
@@ -31,7 +31,6 @@ from pyspark.sql.types import (
     MapType,
     ShortType,
     StringType,
-    StructField,
     StructType,
     TimestampType,
 )
@@ -39,28 +38,9 @@ from pyspark.sql.types import (
 from ..core.ids import MAX_TIMESTAMP_MS as _MAX_TIMESTAMP_MS
 from ..errors import ConfigError, EntryDecodeError, printable
 from ..options.value_schema import parse_value_schema as parse_value_schema  # (its old home)
+from .schema import output_schema as output_schema  # (its old home)
 
 log = logging.getLogger("spark_eventbus")
-
-# ---------------------------------------------------------------------------------------------
-# Output schema
-
-
-def output_schema(value_schema: StructType | None = None, *, fields_binary: bool = False
-                  ) -> StructType:
-    """``stream, id, timestamp, fields, delivery_count`` (+ ``value, error`` with a schema)."""
-    value_type: DataType = BinaryType() if fields_binary else StringType()
-    schema = StructType([
-        StructField("stream", StringType(), False),
-        StructField("id", StringType(), False),
-        StructField("timestamp", TimestampType(), False),
-        StructField("fields", MapType(StringType(), value_type, True), False),
-        StructField("delivery_count", IntegerType(), True),
-    ])
-    if value_schema is not None:
-        schema = schema.add("value", value_schema, True).add("error", StringType(), True)
-    return schema
-
 
 # ---------------------------------------------------------------------------------------------
 # JSON value coercion (what Spark's from_json would accept, strictly typed)

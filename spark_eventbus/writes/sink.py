@@ -20,9 +20,8 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -47,9 +46,13 @@ from ..redisio import (
     wait_for_writes,
     write_chunk,
 )
-from .chunking import Chunker, WriteChunk, xadd_commands
-from .encoding import Reject, dead_letter_run, encode_batch
 from .sink_schema import EncodingPlan
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .chunking import WriteChunk
+    from .encoding import Reject
 
 log = logging.getLogger("spark_eventbus")
 
@@ -93,6 +96,13 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
                     partition: int, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
     """Write one task's rows (executor side). Idempotent per (query, batch, partition) when
     ``opts.idempotent``: chunks are numbered per target stream in input order."""
+    # Here, not at the module's top: the encoder's NumPy, pyarrow compute functions and the
+    # pandas that pyarrow loads for its first scalar are for the tasks; Spark's planner
+    # processes, which make the writer and commit its batches, import this module without
+    # them (~1 CPU second each)
+    from .chunking import Chunker, xadd_commands
+    from .encoding import dead_letter_run, encode_batch
+
     settle()
     spec = opts.connection
     chunker = Chunker(opts.chunk_size)

@@ -1,4 +1,5 @@
-"""What Spark's Python processes load: a reader's never load the sink or the acking writer."""
+"""What Spark's Python processes load: a reader's never load the sink or the acking writer, and
+Spark's planner processes load neither the decoder nor the encoder."""
 
 from __future__ import annotations
 
@@ -17,10 +18,30 @@ def _loaded_after(code: str) -> set[str]:
 
 def test_a_reader_process_loads_no_sink_module():
     # Unpickling a streaming reader (Spark's source runner, executors) and the data source
-    # itself (Spark's planner workers) import these modules.
-    loaded = _loaded_after("import spark_eventbus.group.stream_reader, spark_eventbus.source")
-    assert "spark_eventbus.reads.partition_reader" in loaded
+    # itself (Spark's planner workers) import these modules. The decoder (pyarrow's compute
+    # functions) loads only when a task reads.
+    loaded = _loaded_after("import spark_eventbus.group.stream_reader, "
+                           "spark_eventbus.nogroup.position_reader, spark_eventbus.source")
+    assert {"spark_eventbus.group.driver", "spark_eventbus.nogroup.planner"} <= loaded
     assert not {m for m in loaded if m.startswith(WRITES)}
+    assert not loaded & {"spark_eventbus.reads.decoding", "pyarrow.compute", "pandas"}
+
+
+def test_spark_planner_processes_load_no_decoder_encoder_or_redis_client():
+    # A planner process of Spark's asks the data source for its schema (create_data_source,
+    # lookup_data_sources): no NumPy, pyarrow, pandas or redis-py (~0.3 CPU s each). One that
+    # makes or commits a sink's writer (write_into_data_source, python_streaming_sink_runner)
+    # talks to Redis but loads no encoder: no NumPy, pyarrow compute functions or the pandas
+    # that pyarrow loads for its first scalar (~0.9 CPU s each).
+    schema = _loaded_after("import pyspark_eventbus\n"
+                           "pyspark_eventbus.DefaultSource({'stream': 's'}).schema()")
+    assert "spark_eventbus.source" in schema
+    assert not schema & {"numpy", "pyarrow", "pandas", "redis"}
+    writer = _loaded_after("import spark_eventbus.source, spark_eventbus.writes.sink, "
+                           "spark_eventbus.writes.sink_schema")
+    assert {"redis", "spark_eventbus.writes.sink"} <= writer
+    assert not writer & {"numpy", "pyarrow.compute", "pandas", "spark_eventbus.writes.encoding",
+                         "spark_eventbus.writes.chunking"}
 
 
 def test_the_package_still_exports_everything_on_first_use():
