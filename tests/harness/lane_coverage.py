@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sys
 
-from tests.harness.pyspark_path import site_packages
+from tests.harness.pyspark_path import write_pth
 
 PTH = "01_eventbus_dev_lane_coverage.pth"
 ENV = "EVENTBUS_COVERAGE_START"
@@ -63,12 +63,8 @@ def pth_line() -> str:
 
 
 def install() -> int:
-    """Write the ``.pth`` (once; again when its text changed); 0 always."""
-    pth = site_packages() / PTH
-    line = pth_line()
-    if not pth.exists() or pth.read_text() != line:
-        pth.write_text(line)
-        print(f"Lanes under coverage start it at a first import of the package: {pth}")
+    """Write the ``.pth``; 0 always."""
+    write_pth(PTH, pth_line(), "Lanes under coverage start it at a first import of the package")
     return 0
 
 

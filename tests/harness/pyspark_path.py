@@ -54,15 +54,19 @@ def pth_line() -> str:
             f"sys.path_importer_cache.pop(p, None)) for p in {gone}]\n")
 
 
-def install() -> int:
-    """Write the ``.pth`` (once; again when its text changed); 0 always."""
-    if not (zip_dir() / "pyspark.zip").exists():
-        return 0  # a PySpark without the zip: nothing to take off
-    pth = site_packages() / PTH
-    line = pth_line()
+def write_pth(name: str, line: str, what: str) -> None:
+    """Write the ``.pth`` ``name`` into this environment's site-packages (once; again when its
+    text changed), saying ``what`` it does when it writes."""
+    pth = site_packages() / name
     if not pth.exists() or pth.read_text() != line:
         pth.write_text(line)
-        print(f"Spark's Python processes import PySpark from site-packages: {pth}")
+        print(f"{what}: {pth}")
+
+
+def install() -> int:
+    """Write the ``.pth``; 0 always."""
+    if (zip_dir() / "pyspark.zip").exists():  # else a PySpark without the zip: nothing to do
+        write_pth(PTH, pth_line(), "Spark's Python processes import PySpark from site-packages")
     return 0
 
 
