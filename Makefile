@@ -43,6 +43,8 @@ deps:
 # Spark puts pip's pyspark.zip first on its Python processes' path, where Python keeps no
 # bytecode (0.85 s of CPU per process); a .pth in the venv takes it off in the processes the
 # tests start (tests/harness/pyspark_path.py); `make bench` and `make demo` run as users' do.
+# And the .pth that, under COVERAGE=1, starts coverage at a process's first import of the package
+# (tests/harness/lane_coverage.py; inert without EVENTBUS_COVERAGE_START).
 compile_bytecode = $(1) -m compileall -q spark_eventbus pyspark_eventbus.py && $(1) -m tests.harness.pyspark_path \
   && $(1) -m tests.harness.lane_coverage
 bytecode: install
