@@ -39,11 +39,17 @@ FREEZES = 8
 _freezes_left = FREEZES
 
 
+# The connector's stand-in for ``pyspark.daemon`` (``spark.python.daemon.module``): the package
+# root's ``daemon.py``, named here as text (this room imports nothing of the package).
+DAEMON_MODULE = "spark_eventbus.daemon"
+
+
 def in_spark_worker() -> bool:
-    """True in a process Spark started to run Python (``python -m pyspark.daemon``,
-    ``pyspark.worker``, its planner and streaming runner modules)."""
+    """True in a process Spark started to run Python (``python -m pyspark.daemon`` or
+    :data:`DAEMON_MODULE` and the workers they fork, its planner and streaming runner
+    modules)."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    return spec is not None and spec.name.startswith("pyspark.")
+    return spec is not None and (spec.name.startswith("pyspark.") or spec.name == DAEMON_MODULE)
 
 
 def settle() -> None:
