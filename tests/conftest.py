@@ -151,7 +151,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.warehouse.dir", str(warehouse))
         .config("spark.python.worker.reuse", "true")
-        # Python workers forked with redis-py and the Redis layer already loaded (~0.6 CPU s
+        # Python workers forked with redis-py and the Redis layer already loaded (0.3-0.4 CPU s
         # less per worker: spark_eventbus/daemon.py); Spark's own daemon runs in the jobs,
         # notebooks, Spark Connect and standalone tests
         .config("spark.python.daemon.module", "spark_eventbus.daemon")
