@@ -72,8 +72,10 @@ class Claimer:
         self.reports.deleted(names)
 
     def _took(self, name: str, claimed: int, reclaimed: int, last: str | None = None) -> None:
-        if claimed or reclaimed:
+        if reclaimed:
             self.probes.touched([name])
+        elif claimed:  # the group's state after it follows from the probe and the claim
+            self.probes.claimed(name, claimed, last)
         self.reports.took(name, claimed, reclaimed, last)
 
     def _stop_after(self, name: str) -> str | None:

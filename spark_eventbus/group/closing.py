@@ -41,14 +41,23 @@ class Closer:
         self.claims.closed = (committed.run, committed.seq)
 
     def plan_scope(self, run: str, seq: int) -> list[ConsumerOps]:
-        """The streams where a plan of batch ``seq`` may exist: every stream while a driver
-        before this one can have written it (:attr:`ClaimState.full_until`), else those this
-        process's claims wrote into."""
+        """The streams where a plan of batch ``seq`` may exist: those this process's claims
+        wrote into, and while a driver before this one can have written it
+        (:attr:`ClaimState.full_until`) the streams where one left plans or loss records
+        (:attr:`ClaimState.earlier`)."""
+        wrote = self.claimer.ledger.written(run, seq)
+        earlier = self._earlier(seq)
+        if earlier is None:
+            return list(self.ops.values())
+        return [op for name, op in self.ops.items() if name in wrote or name in earlier]
+
+    def _earlier(self, seq: int) -> set[str] | None:
+        """The streams where a driver before this one can have left plans or loss records of
+        batch ``seq`` or earlier: none past :attr:`ClaimState.full_until`; None: any."""
         claims = self.claims
         if claims.full_until is None or seq <= claims.full_until:
-            return list(self.ops.values())
-        wrote = self.claimer.ledger.written(run, seq)
-        return [op for name, op in self.ops.items() if name in wrote]
+            return claims.earlier
+        return set()
 
     def close(self, committed: BatchOffset) -> None:
         """A batch Spark has committed: ack it (ackMode=commit), then drop plans up to it.
@@ -57,13 +66,15 @@ class Closer:
         acking them (the ack runs in the background while the next batch runs): ack them now
         rather than let them come back through reclaim as duplicates.
         """
-        claims, ledger = self.claims, self.claimer.ledger
+        ledger = self.claimer.ledger
         wrote = ledger.written_up_to(committed.run, committed.seq)
-        if claims.full_until is None or committed.seq <= claims.full_until:
+        left = self._earlier(committed.seq)
+        if left is None:
             ops = list(self.ops.values())
-        else:  # plans and loss records only where this process claimed or the batch read
+        else:  # plans and loss records only where this process claimed or the batch read,
+            # and where a driver before this one left some
             ops = [op for name, op in self.ops.items()
-                   if name in wrote or name in committed.streams]
+                   if name in wrote or name in committed.streams or name in left]
         names = [op.stream for op in ops]
         found = dict(zip(names, plans.committed_plans(ops, committed.seq), strict=True))
         # Entries replays of this batch moved past (partition_reader: failOnDataLoss=false,

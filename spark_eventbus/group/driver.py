@@ -145,6 +145,8 @@ class ReaderDriver:
         joined = self.subscription.join(names)  # after the deleted ones are accounted for
         if joined:
             self.lease.join(joined, run)
+            if self.claims.earlier is not None:
+                self.claims.earlier |= plans.left_behind(joined)
             log.info("spark-eventbus: %d new streams match %r: %s", len(joined), pattern,
                      ", ".join(op.stream for op in joined[:10]))
         return bool(joined)
@@ -190,6 +192,9 @@ class ReaderDriver:
         quiet = self.claims.idle == (begin.run, seq)
         if self.claims.full_until is None:
             self.claims.full_until = seq + 1
+            # where a driver before this one left plans or loss records (under the lease
+            # now: no other driver of this consumer writes any more)
+            self.claims.earlier = plans.left_behind(list(self.ops.values()))
         scope = [] if quiet else self.closer.plan_scope(begin.run, seq)
         for name, residue in zip((op.stream for op in scope), plans.plans(scope, begin.run, seq),
                                  strict=True):

@@ -41,6 +41,10 @@ class ClaimState:
     # batches are only where this process's claims wrote (BatchLedger.written), so a quiet
     # stream costs no plan reads, closes or loss checks per batch.
     full_until: int | None = None
+    # ... and the streams where it can have written them: those with a plan key or a loss
+    # record when this driver first planned (redisio.plans.left_behind), and streams that
+    # joined later with either. None: not looked yet (every stream counts).
+    earlier: set[str] | None = None
 
 
 class BatchLedger:

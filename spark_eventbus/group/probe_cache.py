@@ -107,6 +107,22 @@ class ProbeCache:
         return ([n for n in names if n not in known or n in news],
                 [n for n in clean if n not in news and not self.probed[n].full])
 
+    def claimed(self, name: str, count: int, last: str | None) -> None:
+        """This query claimed ``count`` new entries of ``name``, up to ``last`` (``XREADGROUP
+        >``): its group's state follows from its last probe (:func:`after_claim`), so neither
+        the progress report nor the next planning round asks it again unless ``XREAD`` finds
+        news after ``last``. Where it does not follow (an unknown lag, a probe running on
+        the other thread that could overwrite it), the stream is probed again as
+        :meth:`touched` does."""
+        with self._marks:
+            p = self.probed.get(name)
+            after = None if p is None or last is None or self._probing.locked() \
+                else after_claim(p, count, last)
+            if after is None:
+                self.dirty.add(name)
+            else:
+                self.probed[name] = after
+
     def touched(self, names: Iterable[str]) -> None:
         """This query changed these streams' groups (acks): the next probe asks them."""
         with self._marks:
@@ -121,3 +137,21 @@ class ProbeCache:
             log.warning("spark-eventbus: progress shows unknowns: %s", exc)
             return [GroupStats(None, None, None) for _ in self.ops]
 
+
+
+def after_claim(p: Probe, count: int, last: str) -> Probe | None:
+    """A group as probed (``p``), after this query's ``XREADGROUP >`` delivered ``count`` more
+    entries, the last ``last``: ``count`` more pending and read, ``count`` less lag, delivered
+    up to ``last``; with no lag left, every entry added has been delivered (a probe that finds
+    a lag of 0 says the same). None where it does not follow: no group, an unknown lag or
+    pending count, or a lag smaller than what was read (then the stream is probed again)."""
+    if not p.group or p.lag is None or p.pending is None or p.lag < count:
+        return None
+    lag = p.lag - count
+    read = None if p.entries_read is None else p.entries_read + count
+    if lag == 0:
+        return Probe(True, p.pending + count, 0, read, last,
+                     p.last_generated if p.full and p.last_generated is not None else last,
+                     p.newest, p.oldest, p.length, p.consumers)
+    return Probe(True, p.pending + count, lag, read, last, p.last_generated, p.newest,
+                 p.oldest, p.length, p.consumers, full=p.full)

@@ -1,7 +1,8 @@
 """Claim plans and loss records, many streams at once (a single stream is a list of one),
 pipelined per node: the plan of the batch being planned (:func:`plans`), the committed
 batches' plans (:func:`committed_plans`, :func:`drop_plans`), their loss records
-(:func:`settle_all_losses`), and the bookkeeping of streams that left a pattern
+(:func:`settle_all_losses`), where a driver before this one left any (:func:`left_behind`),
+and the bookkeeping of streams that left a pattern
 (:func:`forget`)."""
 
 from __future__ import annotations
@@ -43,6 +44,21 @@ def _plan(raw: Any, run: str) -> StreamBatch:
     if plan.get("run") != run:
         return StreamBatch()
     return StreamBatch.from_json(plan)
+
+
+def left_behind(ops: Sequence[ConsumerOps]) -> set[str]:
+    """The streams of ``ops`` where this consumer has claim plans or loss records (written by
+    a driver before this one, or by its tasks): a pipelined ``PTTL`` of each stream's plan key
+    and loss key (-2: no such key), in one round trip per node. Its first batches look for
+    plans and losses on these streams only (:meth:`.group.closing.Closer.plan_scope`)."""
+    if not ops:
+        return set()
+    with redis_errors(f"looking for claim plans ({where(ops)})", ops[0].spec):
+        ttls = raise_first(pipeline(ops[0].redis, [
+            ("PTTL", key) for op in ops
+            for key in (op.plan_key, loss_key(op.stream, op.group, op.consumer))]))
+    return {op.stream for op, plan, loss in zip(ops, ttls[0::2], ttls[1::2], strict=True)
+            if plan != -2 or loss != -2}
 
 
 def committed_plans(ops: Sequence[ConsumerOps], committed_seq: int
