@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -70,6 +71,7 @@ class ConnectionSpec:
         worker, a task's partition) can then reach the cluster when the URL's own node is down
         (a master failed over and not back), as this one could."""
         state = dict(self.__dict__)
+        state.pop("display", None)  # cached: made again where it is unpickled
         state["_cluster_nodes"] = _CLUSTER_NODES.get(self.url, ())
         return state
 
@@ -93,10 +95,11 @@ class ConnectionSpec:
         """Whether writes wait for replicas or the AOF."""
         return self.wait_replicas > 0 or self.wait_aof
 
-    @property
+    @cached_property
     def display(self) -> str:
         """Where Redis is, for messages: the URL with any password removed, or the Sentinel
-        master name and its sentinels."""
+        master name and its sentinels. (Made once: a probe of thousands of streams names the
+        server for each.)"""
         where = (f"Sentinel master {self.sentinel_master!r} (sentinels "
                  f"{format_sentinels(self.sentinels)})") if self.sentinels \
             else redact(self.url, self.secrets)

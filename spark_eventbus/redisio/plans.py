@@ -11,7 +11,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.keys import loss_key
 from ..core.offsets import StreamBatch
 from .boundary import redis_errors
 from .group import ConsumerOps, where
@@ -56,7 +55,7 @@ def left_behind(ops: Sequence[ConsumerOps]) -> set[str]:
     with redis_errors(f"looking for claim plans ({where(ops)})", ops[0].spec):
         ttls = raise_first(pipeline(ops[0].redis, [
             ("PTTL", key) for op in ops
-            for key in (op.plan_key, loss_key(op.stream, op.group, op.consumer))]))
+            for key in (op.plan_key, op.loss_key)]))
     return {op.stream for op, plan, loss in zip(ops, ttls[0::2], ttls[1::2], strict=True)
             if plan != -2 or loss != -2}
 
@@ -82,7 +81,7 @@ def settle_all_losses(ops: Sequence[ConsumerOps], run: str, seq: int) -> tuple[i
         return 0, 0
     with redis_errors(f"settling loss records ({where(ops)})", ops[0].spec):
         found = raise_first(pipeline(ops[0].redis, [
-            ("PTTL", loss_key(op.stream, op.group, op.consumer)) for op in ops]))
+            ("PTTL", op.loss_key) for op in ops]))
         entries = ranges = 0
         for op, there in zip(ops, found, strict=True):
             if there != -2:
@@ -108,4 +107,4 @@ def forget(ops: Sequence[ConsumerOps]) -> None:
     with redis_errors(f"dropping the bookkeeping of {where(ops)}", ops[0].spec):
         raise_first(pipeline(ops[0].redis, [
             ("DEL", key) for op in ops
-            for key in (op.plan_key, loss_key(op.stream, op.group, op.consumer), op.lease_key)]))
+            for key in (op.plan_key, op.loss_key, op.lease_key)]))

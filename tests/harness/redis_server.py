@@ -75,11 +75,13 @@ def record_scripts(server: RedisServer) -> None:
     log = os.environ.get("EVENTBUS_SCRIPT_LOG")
     if not log:
         return
-    from spark_eventbus.redisio.scripts import script_text
+    from spark_eventbus.redisio.scripts import BATCHED, script_text
 
     lua = Path(__file__).resolve().parents[2] / "spark_eventbus" / "redisio" / "lua"
     names = sorted(p.stem for p in lua.glob("*.lua") if not p.stem.startswith("_"))
-    shas = [hashlib.sha1(script_text(n).encode()).hexdigest() for n in names]
+    # a script ran as itself or in its batched form (several calls on one node)
+    shas = [hashlib.sha1(script_text(n + form).encode()).hexdigest() for n in names
+            for form in ("", BATCHED)]
     try:
         c = server.client(socket_timeout=2)
         found = c.script_exists(*shas)
@@ -87,7 +89,8 @@ def record_scripts(server: RedisServer) -> None:
     except (redis.RedisError, OSError):
         return
     with open(log, "a") as f:  # one short write per server: lines from workers do not mix
-        f.write("".join(f"{n}\n" for n, hit in zip(names, found, strict=True) if hit))
+        f.write("".join(f"{n}\n" for n, plain, batched in zip(names, found[0::2], found[1::2],
+                                                              strict=True) if plain or batched))
 
 
 class RedisServer:

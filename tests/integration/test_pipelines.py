@@ -5,6 +5,7 @@ away retried through the client's retries, then raised."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
@@ -76,6 +77,69 @@ def test_pipelined_scripts_load_on_noscript_and_raise_a_script_s_error(redis_ser
     with pytest.raises(redis.ResponseError):  # a script's own error is raised, not returned
         run_scripts(r, "lease", [([k + ":new"], ["acquire", "run1", "owner1", "soon"])
                                  for k in keys])
+
+
+def _evalsha_calls(r: Any) -> int:
+    return int(r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+def test_a_single_node_runs_a_script_s_calls_in_batches_with_the_same_replies(redis_server,
+                                                                           names):
+    """On one node, :data:`scripts.SCRIPT_BATCH` calls go to one EVALSHA of the script's
+    batched form: 450 lease calls are 3 EVALSHAs, each call's reply as the script gives it
+    alone (the same calls made one at a time, on other keys, answer the same)."""
+    from spark_eventbus.redisio.scripts import SCRIPT_BATCH, _run_each
+
+    assert SCRIPT_BATCH == 200
+    r = client(connection_spec(redis_server.url))
+    base = f"{{{names['stream']}}}:lease"
+    # taken, then renewed by its owner, then held by another owner: three kinds of replies
+    r.set(f"{base}:b:held", "run0 other", px=60_000)
+    r.set(f"{base}:e:held", "run0 other", px=60_000)
+    calls = [([f"{base}:b:{i}"], ["acquire", "run1", "owner1", 15_000, ""]) for i in range(449)]
+    calls.append(([f"{base}:b:held"], ["acquire", "run1", "owner1", 15_000, ""]))
+    each = [([k.replace(":b:", ":e:")], a) for (k,), a in calls]
+    run_scripts(r, "lease", [([f"{base}:w:{i}"], ["acquire", "run1", "owner1", 15_000, ""])
+                             for i in range(2)])  # loaded: what follows is the calls alone
+    before = _evalsha_calls(r)
+    batched = run_scripts(r, "lease", calls)
+    assert _evalsha_calls(r) - before == 3
+    one_by_one = _run_each(r, "lease", each)
+    assert len(batched) == len(one_by_one) == 450
+    for got, want in zip(batched, one_by_one, strict=True):  # status, holder (not the ms left)
+        assert [text(x) for x in got[:2]] == [text(x) for x in want[:2]]
+        assert (got[2] > 0) == (want[2] > 0)
+    assert text(batched[0][0]) == "ok" and text(batched[-1][0]) == "held"
+    assert text(batched[-1][1]) == "run0 other" and batched[-1][2] > 0
+
+
+def test_a_batch_stops_at_a_call_that_fails_and_raises_its_error(redis_server, names):
+    """A call that raises inside a batched script stops its batch there: the calls before it
+    took effect (each is its own atomic step, as when sent one by one), those after it did
+    not, and the error is raised as a lone call's would be."""
+    r = client(connection_spec(redis_server.url))
+    keys = [f"{{{names['stream']}}}:lease:f:{i}" for i in range(10)]
+    calls = [([k], ["acquire", "run1", "owner1", "soon" if i == 5 else 15_000, ""])
+             for i, k in enumerate(keys)]
+    with pytest.raises(redis.ResponseError):
+        run_scripts(r, "lease", calls)
+    assert [r.exists(k) for k in keys] == [1] * 5 + [0] * 5
+
+
+def test_an_error_in_a_batched_script_names_the_command_of_its_line(redis_server, names):
+    """An ACL refusal names a script's SHA and line only (boundary.py turns it into the
+    command): the batched form's lines are mapped like the script's own."""
+    from spark_eventbus.redisio.scripts import BATCHED, command_at, script_text
+
+    r = client(connection_spec(redis_server.url))
+    run_scripts(r, "lease", [([f"{{{names['stream']}}}:lease:m:{i}"],
+                              ["acquire", "run1", "owner1", 15_000, ""]) for i in range(2)])
+    text_ = script_text("lease" + BATCHED)
+    sha = hashlib.sha1(text_.encode()).hexdigest()
+    lines = text_.splitlines()
+    for command in ("GET", "SET", "DEL"):
+        at = next(i for i, line in enumerate(lines, 1) if f"redis.call('{command}'" in line)
+        assert command_at(sha, at) == command.lower()
 
 
 def test_a_server_that_went_away_is_retried_then_raised_as_a_connection_error(own_redis,
