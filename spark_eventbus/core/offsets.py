@@ -9,7 +9,8 @@ batch are listed)::
 
 each chunk as ``"<first> <last ms - first ms>-<last seq> <count>"``, each reclaimed entry as
 ``"r <id> <deliveries>"`` (claim plans in Redis keep the JSON form,
-:meth:`StreamBatch.from_json`).
+:meth:`StreamBatch.from_json`). From :data:`PACK_FROM` streams in a batch on, the streams are
+packed instead (``"v": 3``, ``"count"``: how many, ``"packed"``: :func:`.packing.pack_batch`).
 
 * a **chunk** is what one ``XREADGROUP ... >`` call claimed: a contiguous slice of the stream,
   fully described by ``(first_id, last_id, count)``;
@@ -28,8 +29,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import EventBusError
+from .packing import pack_batch, unpack_batch
 
 VERSION = 2
+PACKED = 3  # the packed form (.packing.pack_batch), from PACK_FROM streams in a batch on
+PACK_FROM = 1_000
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,15 @@ class BatchOffset:
     streams: Mapping[str, StreamBatch] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
+        """Written out (``v`` 2) up to :data:`PACK_FROM` streams, packed above (``v`` 3,
+        :func:`.packing.pack_batch`: ~10 bytes per stream of one chunk instead of ~50) unless
+        a name or an ID cannot be."""
+        if len(self.streams) >= PACK_FROM:
+            packed = pack_batch({name: ([(c.first, c.last, c.count) for c in b.chunks],
+                                        b.reclaimed) for name, b in self.streams.items()})
+            if packed is not None:
+                return {"v": PACKED, "run": self.run, "seq": self.seq,
+                        "count": len(self.streams), "packed": packed}
         return {
             "v": VERSION,
             "run": self.run,
@@ -126,11 +139,15 @@ class BatchOffset:
                 "a consumer group (option 'group' not given), and this query reads with one: a "
                 "checkpoint belongs to one way of reading. Start the query with a new "
                 "checkpointLocation, or give it the options it was started with.")
+        if version == PACKED and isinstance(data.get("packed"), str):
+            return cls(run=str(data["run"]), seq=int(data["seq"]), streams={
+                name: StreamBatch(tuple(ClaimedRange(*c) for c in chunks), tuple(reclaimed))
+                for name, (chunks, reclaimed) in unpack_batch(data["packed"]).items()})
         if version != VERSION:
             raise EventBusError(
                 f"checkpoint offset {dict(data)!r} was written by another version of "
-                f"spark-eventbus (offset format v{VERSION} expected); start the query with a "
-                "new checkpointLocation."
+                f"spark-eventbus (offset format v{VERSION} or v{PACKED} expected); start the "
+                "query with a new checkpointLocation."
             )
         return cls(
             run=str(data["run"]),

@@ -1,5 +1,6 @@
-"""The packed form of a read without a group's offset (:class:`.positions.PositionOffset`), for
-queries over many streams: written out, each position costs ~40 bytes of JSON, and Spark keeps
+"""The packed form of a read without a group's offset (:class:`.positions.PositionOffset`) and
+of a group read's batch (:func:`pack_batch`, :class:`.offsets.BatchOffset`), for queries over
+many streams: written out, each position costs ~40 bytes of JSON, and Spark keeps
 every batch's offset in its checkpoint's offset log and in each progress event. Pure (no Redis,
 no Spark); round trips are property-tested (``tests/unit/test_positions.py``).
 
@@ -62,13 +63,14 @@ class Positioned(Protocol):
     def added(self) -> int | None: ...
 
 
-def _section(section: Mapping[str, Positioned]) -> bytes:
-    names = sorted(section)
+def _names(names: Sequence[str]) -> bytes:
     if any("\0" in name for name in names):
         raise _Unpackable("a name holds a NUL")
-    raw = "\0".join(names).encode("utf-8", "surrogatepass")  # any str, as JSON carries it
-    positions = [section[name] for name in names]
-    ids = [p.id for p in positions]
+    return "\0".join(names).encode("utf-8", "surrogatepass")  # any str, as JSON carries it
+
+
+def _ids(ids: Sequence[str]) -> tuple[list[int], list[int]]:
+    """Each ID's milliseconds and sequence number."""
     parts = "-".join(ids).split("-") if ids else []
     if len(parts) != 2 * len(ids):
         raise _Unpackable("an ID without its one '-'")
@@ -80,6 +82,14 @@ def _section(section: Mapping[str, Positioned]) -> bytes:
     # pairs too, and int() takes "+1", " 1", "1_0" and "01"
     if "\0".join(map("{}-{}".format, ms, seq)) != "\0".join(ids):
         raise _Unpackable("an ID not as Redis writes it")
+    return ms, seq
+
+
+def _section(section: Mapping[str, Positioned]) -> bytes:
+    names = sorted(section)
+    raw = _names(names)
+    positions = [section[name] for name in names]
+    ms, seq = _ids([p.id for p in positions])
     base = min(ms, default=0)
     added = [0 if p.added is None else p.added + 1 for p in positions]
     try:
@@ -144,3 +154,86 @@ def unpack(text: str, sections: int, make: Callable[[str, int | None], T]
             "query with a new checkpointLocation, or run it with the version that wrote it."
             ) from exc
     return out, whole
+
+
+# -- a group read's batch (core.offsets.BatchOffset) ----------------------------------------------
+
+# A stream's part of a batch: its chunks (first ID, last ID, count) and reclaimed entries (ID,
+# deliveries)
+Chunks = Sequence[tuple[str, str, int]]
+Reclaimed = Sequence[tuple[str, int]]
+_BATCH_BODY = 1
+
+
+def pack_batch(streams: Mapping[str, tuple[Chunks, Reclaimed]]) -> str | None:
+    """A group read's batch, packed as columns like a position section: the names (sorted),
+    then per stream its numbers of chunks and of reclaimed entries, per chunk its first ID's
+    milliseconds (less the smallest of the batch) and sequence number, its last ID's
+    milliseconds after the first's and sequence number, and its count, per reclaimed entry its
+    ID and deliveries. None when it cannot be packed (a name holding a NUL, an ID not as Redis
+    writes it, a chunk ending before it begins)."""
+    names = sorted(streams)
+    try:
+        raw = _names(names)
+        chunks = [c for n in names for c in streams[n][0]]
+        taken = [e for n in names for e in streams[n][1]]
+        first_ms, first_seq = _ids([c[0] for c in chunks])
+        last_ms, last_seq = _ids([c[1] for c in chunks])
+        ms, seq = _ids([e[0] for e in taken])
+        base = min(first_ms + ms, default=0)
+        spans = [b - a for a, b in zip(first_ms, last_ms, strict=True)]
+        if any(x < 0 for x in spans):
+            raise _Unpackable("a chunk that ends before it begins")
+        body = b"".join([
+            bytes([_BATCH_BODY]),
+            _numbers([len(names), len(raw), base, len(chunks), len(taken)]), raw,
+            _numbers([len(streams[n][0]) for n in names]),
+            _numbers([len(streams[n][1]) for n in names]),
+            _numbers([m - base for m in first_ms]), _numbers(first_seq), _numbers(spans),
+            _numbers(last_seq), _numbers([c[2] for c in chunks]),
+            _numbers([m - base for m in ms]), _numbers(seq), _numbers([e[1] for e in taken])])
+    except (_Unpackable, OverflowError):  # OverflowError: a negative count, or one >= 2**64
+        return None
+    return base64.b64encode(zlib.compress(body, _LEVEL)).decode("ascii")
+
+
+def unpack_batch(text: str) -> dict[str, tuple[list[tuple[str, str, int]], list[tuple[str, int]]]]:
+    """The inverse of :func:`pack_batch`."""
+    try:
+        body = memoryview(zlib.decompress(base64.b64decode(text, validate=True)))
+        if body[0] != _BATCH_BODY:
+            raise ValueError(f"packed body version {body[0]}")
+        (count, size, base, n_chunks, n_taken), at = _column(body, 1, 5)
+        names = bytes(body[at:at + size]).decode("utf-8", "surrogatepass").split("\0") \
+            if count else []
+        at += size
+        if len(names) != count:
+            raise ValueError(f"{len(names)} names for {count} streams")
+        per_chunks, at = _column(body, at, count)
+        per_taken, at = _column(body, at, count)
+        first_ms, at = _column(body, at, n_chunks)
+        first_seq, at = _column(body, at, n_chunks)
+        spans, at = _column(body, at, n_chunks)
+        last_seq, at = _column(body, at, n_chunks)
+        counts, at = _column(body, at, n_chunks)
+        ms, at = _column(body, at, n_taken)
+        seq, at = _column(body, at, n_taken)
+        deliveries, at = _column(body, at, n_taken)
+        if at != len(body) or sum(per_chunks) != n_chunks or sum(per_taken) != n_taken:
+            raise ValueError("its columns do not add up")
+        out = {}
+        c = t = 0
+        for name, k, r in zip(names, per_chunks, per_taken, strict=True):
+            out[name] = (
+                [(f"{first_ms[i] + base}-{first_seq[i]}",
+                  f"{first_ms[i] + base + spans[i]}-{last_seq[i]}", counts[i])
+                 for i in range(c, c + k)],
+                [(f"{ms[i] + base}-{seq[i]}", deliveries[i]) for i in range(t, t + r)])
+            c, t = c + k, t + r
+    except (ValueError, IndexError, zlib.error) as exc:
+        raise EventBusError(
+            f"a packed offset of a read through a consumer group could not be read ({exc}): "
+            "the checkpoint is damaged, or was written by a newer spark-eventbus. Start the "
+            "query with a new checkpointLocation, or run it with the version that wrote it."
+            ) from exc
+    return out

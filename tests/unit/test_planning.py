@@ -113,7 +113,7 @@ def test_offsets_round_trip_with_a_fixed_key_order():
     assert BatchOffset.from_json(js).count == 4
 
 
-def test_offsets_are_compact_and_offsets_of_format_v1_still_read():
+def test_offsets_are_compact_and_other_formats_are_refused_naming_the_fix():
     chunk = ClaimedRange("1700000000000-0", "1700000000005-3", 20)
     off = BatchOffset("r" * 32, 9, {"orders": StreamBatch((chunk,), (("1699999999999-7", 2),))})
     js = off.to_json()
@@ -122,9 +122,12 @@ def test_offsets_are_compact_and_offsets_of_format_v1_still_read():
     assert BatchOffset.from_json(js) == off
     one = json.dumps({"s": StreamBatch((chunk,)).to_compact()}, separators=(",", ":"))
     assert len(one) - len('{"s":}') <= 40  # a stream with one range: well under 60 bytes
-    for other in (1, 3, None):  # another format: refused, naming the fix
-        with pytest.raises(EventBusError, match=r"format v2 expected.*new checkpointLocation"):
+    for other in (1, 4, None):  # another format: refused, naming the fix
+        with pytest.raises(EventBusError,
+                           match=r"format v2 or v3 expected.*new checkpointLocation"):
             BatchOffset.from_json({**js, "v": other})
+    with pytest.raises(EventBusError, match=r"format v2 or v3 expected"):  # v3: packed
+        BatchOffset.from_json({**js, "v": 3})
 
 
 def test_offsets_accept_lua_empty_arrays_encoded_as_objects():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import re
 
 import pyarrow as pa
 import pytest
@@ -101,8 +102,74 @@ def test_offsets_survive_a_json_round_trip(run, seq, streams):
 
 
 def test_an_offset_of_another_version_names_the_version_expected():
-    with pytest.raises(Exception, match="offset format v2 expected"):
+    with pytest.raises(Exception, match="offset format v2 or v3 expected"):
         BatchOffset.from_json({"v": 99, "run": "r", "seq": 0, "streams": {}})
+
+
+# Group offsets of many streams, packed (core/packing.py pack_batch): any IDs, not only as
+# Redis writes them, and any names (a NUL among them)
+_top = st.integers(0, U64)
+_canonical_ids = st.builds(lambda ms, sq: f"{ms}-{sq}", _top, st.one_of(st.integers(0, 9), _top))
+_any_ids = st.one_of(_canonical_ids, _canonical_ids, _canonical_ids,
+                     st.sampled_from(["01-0", "5", "1-+2", "1-1_0", "1-02", "1-2-3"]))
+_chunk = st.builds(lambda a, b, n: (a, b, n), _any_ids, _any_ids, st.integers(0, U64))
+_parts = st.tuples(st.lists(_chunk, max_size=4),
+                   st.lists(st.tuples(_any_ids, st.integers(0, U64)), max_size=4))
+
+
+@settings(max_examples=300)
+@given(st.dictionaries(st.text(max_size=12), _parts, max_size=30))
+def test_any_batch_packs_and_unpacks_to_itself_or_is_written_out(streams):
+    """A batch packs and reads back unchanged, or (a name with a NUL, an ID not as Redis
+    writes it, a chunk ending before its first ID's millisecond) is not packed at all."""
+    from spark_eventbus.core.packing import pack_batch, unpack_batch
+
+    text = pack_batch(streams)
+    canonical = re.compile(r"(0|[1-9][0-9]*)-(0|[1-9][0-9]*)")
+    ids = [i for c, r in streams.values() for x in c for i in x[:2]] + [
+        e[0] for _, r in streams.values() for e in r]
+    packable = not any("\0" in n for n in streams) and all(
+        canonical.fullmatch(i) for i in ids) and all(
+        int(x[1].split("-")[0]) >= int(x[0].split("-")[0])
+        for c, _ in streams.values() for x in c)
+    assert (text is not None) == packable
+    if text is not None:
+        assert unpack_batch(text) == {n: (list(c), list(r)) for n, (c, r) in streams.items()}
+
+
+def test_a_batch_of_many_streams_is_packed_and_read_back():
+    from spark_eventbus.core.offsets import PACK_FROM
+
+    streams = {f"device:{i:06d}": StreamBatch(
+        (ClaimedRange(f"{1_764_300_000_000 + i * 7919 % 3_600_000}-0",
+                      f"{1_764_300_000_000 + i * 7919 % 3_600_000 + 3}-1", 2 + i % 3),),
+        ((f"{1_764_200_000_000 + i}-0", 2),) if i % 100 == 0 else ()) for i in range(10_000)}
+    few = BatchOffset("r", 4, dict(itertools.islice(streams.items(), PACK_FROM - 1)))
+    assert few.to_json()["v"] == 2  # below PACK_FROM: written out
+    offset = BatchOffset("r", 4, streams)
+    data = offset.to_json()
+    assert data["v"] == 3 and data["count"] == 10_000 and list(data) == [
+        "v", "run", "seq", "count", "packed"]
+    written = json.dumps({"streams": {n: b.to_compact() for n, b in streams.items()}})
+    size = len(json.dumps(data))
+    print(f"10,000 streams: {size / 10_000:.1f} B per stream packed, "
+          f"{len(written) / 10_000:.1f} written out")
+    assert size * 3 < len(written)
+    back = BatchOffset.from_json(json.loads(json.dumps(data)))
+    assert back == offset and back.count == offset.count
+    assert json.dumps(back.to_json()) == json.dumps(data)  # Spark compares offsets as text
+    odd = BatchOffset("r", 4, {**streams, "a\0b": StreamBatch((ClaimedRange("1-0", "2-0", 2),))})
+    assert odd.to_json()["v"] == 2 and BatchOffset.from_json(odd.to_json()) == odd
+
+
+@pytest.mark.parametrize("damage", [lambda t: t[:-8], lambda t: "!" + t[1:]])
+def test_a_damaged_packed_batch_says_so_and_what_to_do(damage):
+    streams = {f"s{i}": StreamBatch((ClaimedRange(f"{i}-0", f"{i}-1", 2),)) for i in range(1000)}
+    data = BatchOffset("r", 1, streams).to_json()
+    data["packed"] = damage(data["packed"])
+    with pytest.raises(Exception, match=r"packed offset of a read through a consumer group "
+                       r"could not be read.*new checkpointLocation"):
+        BatchOffset.from_json(data)
 
 
 READER_OPTIONS = ["url", "password", "stream", "group", "consumer", "startingPosition",
