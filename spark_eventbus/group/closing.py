@@ -76,13 +76,9 @@ class Closer:
             ops = [op for name, op in self.ops.items()
                    if name in wrote or name in committed.streams or name in left]
         names = [op.stream for op in ops]
-        # A stream whose only plan is this batch's, written by this process (no driver before
-        # it left any there): its fields are known, its plans need not be read
-        sole = set() if left is None else ledger.sole_plans(committed.run, committed.seq) - left
-        read = [op for op in ops if op.stream not in sole]
-        found = dict(zip([op.stream for op in read], plans.committed_plans(read, committed.seq),
-                         strict=True))
-        found.update({name: {str(committed.seq): {}} for name in names if name in sole})
+        # Read back even where this process wrote the only plan: a failover can have lost an
+        # earlier close's acks and plan deletions, and those plans are acked below
+        found = dict(zip(names, plans.committed_plans(ops, committed.seq), strict=True))
         # Entries replays of this batch moved past (partition_reader: failOnDataLoss=false,
         # or a loss an operator accepted) are counted now that the batch is committed.
         entries, ranges = plans.settle_all_losses(ops, committed.run, committed.seq)

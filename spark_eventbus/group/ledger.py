@@ -71,18 +71,6 @@ class BatchLedger:
                 out |= names
         return out
 
-    def sole_plans(self, run: str, seq: int) -> set[str]:
-        """The streams whose only plan this process may have written, over every run and
-        batch up to ``seq``, is that of batch ``seq``."""
-        mine: set[str] = set()
-        others: set[str] = set()
-        for (r, s), names in self.wrote.items():
-            if r == run and s == seq:
-                mine |= names
-            elif r != run or s < seq:
-                others |= names
-        return mine - others
-
     def forget_written(self, run: str, up_to: int) -> None:
         """Batches up to ``up_to`` are committed and closed: their plans are gone."""
         for key in [k for k in self.wrote if k[0] != run or k[1] <= up_to]:
