@@ -34,6 +34,18 @@ def test_batch_read_between_start_and_end_ids(spark, redis_server, names):
     missing = spark.read.format("eventbus").option("url", redis_server.url) \
         .option("stream", f"{names['stream']}:none").load()
     assert missing.collect() == []
+    # What the batch reader plans from, as each server answers it (and in this process, whose
+    # coverage a server lane keeps: Spark's reused Python workers die by SIGKILL or SIGHUP,
+    # which saves none): the first and last IDs in each range, None for none or no stream
+    from spark_eventbus.core.connection import connection_spec
+    from spark_eventbus.redisio import stream_spans
+    from spark_eventbus.redisio.streams import text
+
+    spans = stream_spans(connection_spec(redis_server.url), [
+        (names["stream"], "1010-0", "1020-2"), (names["stream"], "5000-0", "+"),
+        (f"{names['stream']}:none", "-", "+")], "planning a test read", "no fix")
+    assert spans[0] is not None and [text(x) for x in spans[0]] == ["1010-1", "1020-2"]
+    assert spans[1:] == [None, None]
 
 
 def test_batch_bounds_per_stream_by_id_and_by_time(spark, redis_server, names):
