@@ -71,3 +71,31 @@ def test_the_ledger_knows_which_plans_this_process_wrote() -> None:
     assert ledger.written_up_to("r", 2) == {"a", "b", "c"}
     ledger.forget_written("r", 1)  # batch 1 closed; another run's plans are gone too
     assert ledger.written_up_to("r", 5) == {"c"} and ledger.written("old", 9) == set()
+
+
+def test_a_claim_moves_the_probed_group_state_or_asks_for_a_new_probe():
+    """ProbeCache.claimed: what a claim of n entries makes of the last probe (pending + n,
+    lag - n, delivered up to the claim's last ID); where that does not follow, None (the
+    stream is probed again)."""
+    from spark_eventbus.group.probe_cache import after_claim
+    from spark_eventbus.redisio.probes import Probe
+
+    # a planning probe that saw news (not full: no XINFO STREAM), all of it claimed
+    seen = Probe(True, pending=2, lag=5, entries_read=10, last_delivered="7-0", consumers=1,
+                 full=False)
+    done = after_claim(seen, 5, "12-0")
+    assert done is not None and not done.has_new and done.full
+    assert done.stats() == GroupStats(7, 0, "12-0") and done.entries_read == 15
+    # part of it: the rest is still news, the probe stays as full as it was
+    part = after_claim(seen, 3, "10-0")
+    assert part is not None and part.has_new and not part.full
+    assert part.stats() == GroupStats(5, 2, "10-0")
+    # a full probe keeps the stream's last generated ID and ends
+    full = Probe(True, 0, 2, 3, "5-0", "9-0", "9-0", "1-0", 5, 1)
+    after = after_claim(full, 2, "9-0")
+    assert after is not None and after.last_generated == "9-0" and after.newest == "9-0"
+    assert not after.has_new and after.length == 5
+    # what does not follow: no group, an unknown lag, more read than the lag said
+    assert after_claim(Probe(False), 1, "1-0") is None
+    assert after_claim(Probe(True, 0, None, 0, "1-0"), 1, "2-0") is None
+    assert after_claim(seen, 6, "13-0") is None
