@@ -29,11 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import EventBusError
-from .packing import pack_batch, unpack_batch
+from .packing import PACK_FROM, pack_batch, unpack_batch
 
 VERSION = 2
 PACKED = 3  # the packed form (.packing.pack_batch), from PACK_FROM streams in a batch on
-PACK_FROM = 1_000
 
 
 @dataclass(frozen=True)

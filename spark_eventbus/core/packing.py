@@ -28,6 +28,9 @@ from ..errors import EventBusError
 
 T = TypeVar("T")
 
+# Offsets of this many streams and more are packed, with or without a group (fewer are
+# written out, readable).
+PACK_FROM = 1_000
 # The body's own version (the offset's "v" says which form the offset is in).
 _BODY = 1
 _LEVEL = 1  # zlib's fastest: at 100,000 streams, ~5x faster than its default for ~8 % more

@@ -31,12 +31,11 @@ from typing import Any
 
 from ..errors import EventBusError
 from .ids import StreamId
-from .packing import pack, unpack
+from .packing import PACK_FROM, pack, unpack
 from .planning import split_id_range
 
 VERSION = 1
 PACKED = 2  # the packed form (.packing), from PACK_FROM streams on
-PACK_FROM = 1_000
 KIND = "positions"
 _LAST_SEQ = 2**64 - 1
 # A stream's range is split over several tasks from this many entries on.

@@ -138,7 +138,6 @@ class ProbeCache:
             return [GroupStats(None, None, None) for _ in self.ops]
 
 
-
 def after_claim(p: Probe, count: int, last: str) -> Probe | None:
     """A group as probed (``p``), after this query's ``XREADGROUP >`` delivered ``count`` more
     entries, the last ``last``: ``count`` more pending and read, ``count`` less lag, delivered
