@@ -22,6 +22,8 @@ turn, on one ``redis-server``, against the same data:
   ``--many-entries`` entries in all (spread evenly), one ``Trigger.AvailableNow`` query with
   default options after the warm-up; nothing may stay pending. Also timed: a plain redis-py
   loop (one ``XREADGROUP`` over all N streams, ``COUNT 1000``, then ``XACK``) on the same data;
+* ``manyng:N``: the same N streams read without a consumer group (one ``Trigger.AvailableNow``
+  query, default options); every entry must arrive;
 * ``floor``: Spark's floor (``bench/floor.py``: an in-memory Python source with the reader's
   schema) for as many rows as the reader's stream, 100,000 per trigger; with it the summary
   gives each reader against the floor of the same round;
@@ -255,13 +257,13 @@ def measure(part: str, url: str, tag: str, rows_file: str) -> dict[str, object]:
         done: list[Any] = []
         seconds = timed(lambda: done.append(floor_run(total)))
         rows = sum(p["numInputRows"] for p in done[0].recentProgress)
-    elif part in ("reader", "nogroup") or part.startswith("many:"):
-        many = part.startswith("many:")
+    elif part in ("reader", "nogroup") or part.startswith(MANY):
+        many = part.startswith(MANY)
 
         def run(stream: str, group: str) -> Any:
             reader = (spark.readStream.format("eventbus").option("url", url)
                       .option("stream", stream).option("startingPosition", "earliest"))
-            if part != "nogroup":
+            if part != "nogroup" and not part.startswith("manyng:"):
                 reader = reader.option("group", group).option("consumer", "c")
             if not many:
                 reader = reader.option("maxEntriesPerTrigger", str(PER_TRIGGER))
@@ -275,7 +277,7 @@ def measure(part: str, url: str, tag: str, rows_file: str) -> dict[str, object]:
         run("cmp:warmup", f"warm-{tag}")
         queries: list[Any] = []
         seconds = timed(lambda: queries.append(
-            run(",".join(many_streams(int(part[5:]))) if many else "cmp:main", tag)))
+            run(",".join(many_streams(streams_of(part))) if many else "cmp:main", tag)))
         rows = sum(p["numInputRows"] for p in queries[0].recentProgress)
     else:
         df = spark.read.parquet(rows_file).cache()
@@ -335,6 +337,14 @@ def _latency(spark: Any, url: str, tag: str, rate: int = 5_000, seconds: float =
     return float(statistics.median(settled))
 
 
+MANY = ("many:", "manyng:")  # parts over many streams: with a group, without
+
+
+def streams_of(part: str) -> int:
+    """N of ``many:N`` / ``manyng:N``."""
+    return int(part.partition(":")[2])
+
+
 def many_streams(n: int) -> list[str]:
     return [f"cmp:many:{n}:{i}" for i in range(n)]
 
@@ -348,7 +358,7 @@ def _figure(part: str, seconds: float, args: argparse.Namespace) -> str:
 
 
 def _entries(part: str, args: argparse.Namespace) -> int:
-    return int(args.many_entries if part.startswith("many:") else args.entries)
+    return int(args.many_entries if part.startswith(MANY) else args.entries)
 
 
 def _cpu_figure(part: str, cpu: dict[str, float], args: argparse.Namespace) -> str:
@@ -461,9 +471,11 @@ def main() -> None:
             produce(r, WARMUP, "cmp:warmup")
             if {"reader", "nogroup", "floor", "cpu:read", "cpu:claim"} & set(parts):
                 produce(r, args.entries, "cmp:main")
+            filled: set[int] = set()  # many:N and manyng:N read the same streams
             for part in parts:
-                if part.startswith("many:"):
-                    streams = many_streams(int(part[5:]))
+                if part.startswith(MANY) and streams_of(part) not in filled:
+                    filled.add(streams_of(part))
+                    streams = many_streams(streams_of(part))
                     pipe = r.pipeline(transaction=False)
                     for i in range(args.many_entries):
                         pipe.xadd(streams[i % len(streams)], {"n": str(i), "payload": "x" * 60})
@@ -505,8 +517,10 @@ def main() -> None:
                             assert left == 0, f"{rev}: {left} entries left pending"
                         if part in ("reader", "nogroup", "floor"):
                             assert res["rows"] == args.entries, (rev, part, res["rows"])
+                        elif part.startswith("manyng:"):
+                            assert res["rows"] == args.many_entries, (rev, part, res["rows"])
                         elif part.startswith("many:"):
-                            streams = many_streams(int(part[5:]))
+                            streams = many_streams(streams_of(part))
                             pipe = r.pipeline(transaction=False)
                             for s_ in streams:
                                 pipe.xinfo_groups(s_)

@@ -10,6 +10,7 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -99,6 +100,55 @@ def test_batches_cover_each_entry_once_within_the_budget_and_replay_the_same(red
     assert len(reader.partitions(start, end)) == 3  # one stream's range split in time
     assert reader.latestOffset(end, ReadMaxRows(10_000)) is end  # nothing new: the same object
     assert r.xinfo_groups(stream) == []
+
+
+def test_an_available_now_run_asks_each_streams_end_once(redis_server):
+    """``Trigger.AvailableNow`` over many streams: one ``XINFO STREAM`` per stream for the
+    whole run (the look for the trigger's ends serves its first plan; its last
+    ``latestOffset``, every stream read up to them, asks nothing), and entries added after the
+    trigger began are the next run's, read by it exactly once."""
+    r = redis_server.client()
+    prefix = f"ng:{uuid.uuid4().hex[:8]}"
+    streams = [f"{prefix}:{i}" for i in range(40)]
+
+    def add(stream: str, n: int) -> list[str]:
+        return [f"{stream}/{i}" for i in produce(r, stream, n)]
+
+    def xinfo_calls() -> int:
+        return int(r.info("commandstats").get("cmdstat_xinfo|stream", {}).get("calls", 0))
+
+    def run(start: dict, late: Callable[[], list[str]], expected: list[str]) -> dict:
+        """One AvailableNow run from ``start``: ``late`` adds entries once it began."""
+        reader = _reader(redis_server.url, ",".join(streams), numPartitions="2")
+        before = xinfo_calls()
+        reader.prepareForTriggerAvailableNow()
+        added = late()
+        got: list[str] = []
+        while (end := reader.latestOffset(start, ReadMaxRows(1_000))) is not start:
+            got += _read_keys(reader, start, end)
+            start = end
+        assert xinfo_calls() - before == len(streams)  # the ends once, for the whole run
+        assert sorted(got) == sorted(expected) and len(got) == len(set(got))
+        expected.clear()
+        expected += added
+        return start
+
+    produced = [k for s in streams for k in add(s, 3)]
+    initial = _reader(redis_server.url, ",".join(streams)).initialOffset()
+    end = run(initial, lambda: add(streams[7], 2), produced)  # the 2 are not this run's
+    end = run(end, lambda: add(streams[0], 4) + add(streams[39], 1), produced)  # the 2 only
+    run(end, list, produced)  # the 5 added during the second run
+
+
+def _read_keys(reader: PositionStreamReader, start: dict, end: dict) -> list[str]:
+    """``stream/id`` of each entry the batch ``start``..``end`` holds, read as tasks read."""
+    keys: list[str] = []
+    for part in reader.partitions(start, end):
+        for batch in reader.read(part):
+            t = pa.Table.from_batches([batch])
+            keys += [f"{s}/{i}" for s, i in zip(t.column("stream").to_pylist(),
+                                                t.column("id").to_pylist(), strict=True)]
+    return keys
 
 
 def test_trimmed_and_deleted_entries_are_reported_as_lost(redis_server, caplog):
