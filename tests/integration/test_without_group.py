@@ -9,8 +9,8 @@ import threading
 import time
 import uuid
 from collections import Counter
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
