@@ -88,8 +88,7 @@ class Closer:
             earlier = [(op, StreamBatch.from_json(plan)) for op in ops
                        for field_, plan in found[op.stream].items()
                        if int(field_) < committed.seq and plan.get("run") == committed.run]
-            acks.ack(earlier)
-            self._acked([op.stream for op, _ in earlier])
+            self._acked(acks.ack(earlier))
         self.ack(committed)
         plans.drop_plans(ops, [list(found[name]) for name in names])
         ledger.forget_written(committed.run, committed.seq)
@@ -100,16 +99,16 @@ class Closer:
         claims = self.claims
         if self.options.ack_mode != "commit" or offset.seq <= claims.acked_seq:
             return
-        acks.ack([(self.ops[name], batch) for name, batch in offset.streams.items()
-                  if name in self.ops])
-        self._acked(list(offset.streams))
+        self._acked(acks.ack([(self.ops[name], batch) for name, batch in offset.streams.items()
+                              if name in self.ops]))
         claims.acked_seq = offset.seq
 
-    def _acked(self, names: list[str]) -> None:
-        """This driver acked entries of these streams: their groups changed (the next probe
-        asks them), and trimAcked may trim them."""
-        self.claimer.probes.touched(names)
-        self.claims.acked_since_trim.update(names)
+    def _acked(self, counts: Mapping[str, int]) -> None:
+        """This driver acked ``counts[stream]`` entries of these streams (XACK's counts): their
+        groups' pending counts follow (:meth:`.probe_cache.ProbeCache.acked`), and trimAcked
+        may trim them."""
+        self.claimer.probes.acked(counts)
+        self.claims.acked_since_trim.update(counts)
 
     def _trim_acked(self) -> None:
         """``trimAcked``: after acks, at most once per ``trimIntervalMs``, remove from each
@@ -126,5 +125,6 @@ class Closer:
         everything = claims.trims % TRIM_ALL_EVERY == 0 \
             or o.ack_mode != "commit"  # acks this driver does not see (AckingBatchWriter)
         claims.trims += 1
-        acks.trim_acked([op for name, op in list(self.ops.items())
-                         if everything or name in acked])
+        trimmed = acks.trim_acked([op for name, op in list(self.ops.items())
+                                   if everything or name in acked])
+        self.claimer.probes.touched(trimmed)  # their first entries and lengths moved

@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from ..errors import ConfigError, EventBusConnectionError, EventBusError
 from ..options.reader import ReaderOptions
@@ -123,8 +124,26 @@ class ProbeCache:
             else:
                 self.probed[name] = after
 
+    def acked(self, counts: Mapping[str, int]) -> None:
+        """This query acked ``counts[name]`` entries of each stream (the servers' counts): its
+        group's state follows from its last probe (:func:`after_ack`: that many fewer
+        pending), so no probe asks it again for that. Where it does not follow (acks that
+        delete the entries, ``XACKDEL``: the stream's length and ends moved; an unknown
+        pending count; a probe running on the other thread), the stream is probed again."""
+        with self._marks:
+            probing = self._probing.locked()
+            for name, n in counts.items():
+                p = self.probed.get(name)
+                op = self.ops.get(name)
+                after = None if p is None or probing or op is None or op.delete_acked \
+                    else after_ack(p, n)
+                if after is None:
+                    self.dirty.add(name)
+                else:
+                    self.probed[name] = after
+
     def touched(self, names: Iterable[str]) -> None:
-        """This query changed these streams' groups (acks): the next probe asks them."""
+        """This query changed these streams (a trim): the next probe asks them."""
         with self._marks:
             self.dirty.update(names)
 
@@ -136,6 +155,16 @@ class ProbeCache:
         except EventBusConnectionError as exc:
             log.warning("spark-eventbus: progress shows unknowns: %s", exc)
             return [GroupStats(None, None, None) for _ in self.ops]
+
+
+def after_ack(p: Probe, count: int) -> Probe | None:
+    """A group as probed (``p``), after this query's acks took ``count`` entries out of its
+    pending list (``XACK``'s count): ``count`` fewer pending, nothing else moved. None where
+    that does not follow (no group, an unknown pending count, fewer pending than acked: the
+    probe is older than a claim it did not see)."""
+    if not p.group or p.pending is None or p.pending < count:
+        return None
+    return replace(p, pending=p.pending - count)
 
 
 def after_claim(p: Probe, count: int, last: str) -> Probe | None:

@@ -10,6 +10,7 @@ no longer pending is not counted, so a retry or a second ack of the same batch i
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,25 +22,34 @@ from .streams import permitted, text
 from .wire import Packed, pipeline, raise_first
 
 
-def ack(pairs: Sequence[tuple[ConsumerOps, StreamBatch]]) -> int:
+def ack(pairs: Sequence[tuple[ConsumerOps, StreamBatch]]) -> Counter[str]:
     """XACK every entry of each ``(op, batch)`` still pending for its consumer; the number
-    acked."""
+    acked per stream (the servers' counts: an ID no longer pending is not counted)."""
     pairs = [(op, b) for op, b in pairs if b]
+    acked: Counter[str] = Counter()
     if not pairs:
-        return 0
+        return acked
     r, spec = pairs[0][0].redis, pairs[0][0].spec
     with redis_errors(f"acking committed entries ({where([op for op, _ in pairs])})", spec):
         xacks: list[Sequence[Any] | Packed] = []
+        owners: list[str] = []  # the stream of each command of xacks
         unknown = []
+
+        def add(op: ConsumerOps, commands: Sequence[Sequence[Any] | Packed]) -> None:
+            xacks.extend(commands)
+            owners.extend([op.stream] * len(commands))
+
         for op, batch in pairs:
             known, packed = op.packed_acks(batch)
-            xacks += packed
+            add(op, packed)
             unknown += [(op, c) for c in batch.chunks if c not in known]
-            xacks += op.ack_commands([i for i, _ in batch.reclaimed])
+            add(op, op.ack_commands([i for i, _ in batch.reclaimed]))
         pels = raise_first(pipeline(r, [op.pending_in(c) for op, c in unknown]))
         for (op, _), pel in zip(unknown, pels, strict=True):
-            xacks += op.ack_commands([text(p[0]) for p in pel])
-        return sum(_acked(n) for n in raise_first(pipeline(r, xacks)))
+            add(op, op.ack_commands([text(p[0]) for p in pel]))
+        for stream, reply in zip(owners, raise_first(pipeline(r, xacks)), strict=True):
+            acked[stream] += _acked(reply)
+        return acked
 
 
 def may_delete_acked(op: ConsumerOps) -> bool:
@@ -58,12 +68,14 @@ def _acked(reply: Any) -> int:
     return int(reply)
 
 
-def trim_acked(ops: Sequence[ConsumerOps]) -> int:
+def trim_acked(ops: Sequence[ConsumerOps]) -> list[str]:
     """``trimAcked``: remove from each stream the entries every group of it has acked, in
     whole stream nodes (``XTRIM MINID ~``, bounded work; :func:`.retention.trim_acked`: one
-    atomic script per stream, which checks every group again). The number removed."""
-    removed = 0
+    atomic script per stream, which checks every group again). The streams it removed
+    entries from."""
+    trimmed = []
     for op in ops:
         with redis_errors(f"trimming acked entries ({where([op])})", op.spec):
-            removed += retention.trim_acked(op.redis, op.stream, exact=False).entries
-    return removed
+            if retention.trim_acked(op.redis, op.stream, exact=False).entries:
+                trimmed.append(op.stream)
+    return trimmed

@@ -387,7 +387,7 @@ def test_acks_of_claimed_ids_follow_a_slot_that_is_moving_or_moved(redis_cluster
     try:
         if phase == "moved":
             redis_cluster.finish_move(slot, other)
-        assert acks.ack([(ops, StreamBatch(chunks=(claimed,)))]) == 300
+        assert acks.ack([(ops, StreamBatch(chunks=(claimed,)))]) == {stream: 300}
         assert pending(r, stream, "g") == 0
     finally:
         redis_cluster.finish_move(slot, other)

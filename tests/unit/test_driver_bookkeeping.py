@@ -4,6 +4,8 @@ wrote into which batch's plan (bytes left under ``maxBytesPerTrigger``, the plan
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from spark_eventbus.group.ledger import BatchLedger
@@ -99,3 +101,24 @@ def test_a_claim_moves_the_probed_group_state_or_asks_for_a_new_probe():
     assert after_claim(Probe(False), 1, "1-0") is None
     assert after_claim(Probe(True, 0, None, 0, "1-0"), 1, "2-0") is None
     assert after_claim(seen, 6, "13-0") is None
+
+
+def test_an_ack_takes_its_count_off_the_probed_pending_or_asks_for_a_new_probe():
+    """ProbeCache.acked: acks of n entries (the servers' count) leave the last probe as it was
+    but n fewer pending; where that does not follow, None (the stream is probed again)."""
+    from spark_eventbus.group.probe_cache import after_ack, after_claim
+    from spark_eventbus.redisio.probes import Probe
+
+    seen = Probe(True, pending=1, lag=4, entries_read=6, last_delivered="7-0",
+                 last_generated="11-0", newest="11-0", oldest="1-0", length=10, consumers=2)
+    claimed = after_claim(seen, 4, "11-0")
+    assert claimed is not None
+    acked = after_ack(claimed, 4)
+    assert acked is not None and acked.stats() == GroupStats(1, 0, "11-0")
+    assert (acked.last_generated, acked.length, acked.full) == ("11-0", 10, True)
+    assert not acked.has_new and acked.has_pending
+    assert after_ack(acked, 1) == replace(acked, pending=0)
+    # what does not follow: no group, an unknown pending count, more acked than pending
+    assert after_ack(Probe(False), 1) is None
+    assert after_ack(Probe(True, None, 0, 0, "1-0"), 1) is None
+    assert after_ack(acked, 2) is None
