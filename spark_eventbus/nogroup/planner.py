@@ -34,7 +34,7 @@ from ..errors import DataLossError
 from ..options.reader import ReaderOptions
 from ..redisio import discovery
 from ..redisio.streams import entry_sizes, text
-from ..redisio.tails import entries_after, tails
+from ..redisio.tails import entries_after, entries_after_each, tails
 
 log = logging.getLogger("spark_eventbus")
 
@@ -201,15 +201,24 @@ class PositionPlanner:
             try:
                 now = dict(zip([c[0] for c in todo], tails(self.spec, [c[0] for c in todo]),
                                strict=True))
-                for name, start, _, bound, want in todo:
-                    tail = now[name]  # as the driver's own read does: the stream, then XRANGE
-                    if tail is None:
-                        continue
-                    ids: list[str] = []
-                    for page in entries_after(self.spec, name, start.id, bound.id, want,
-                                              MAX_CLAIM_CHUNK):
-                        ids += [text(e[0]) for e in page]
+                # as the driver's own read does: the stream, then XRANGE (those of one page
+                # together, in one round trip per node)
+                live = [c for c in todo if now[c[0]] is not None]
+                one = [c for c in live if c[4] <= MAX_CLAIM_CHUNK]
+                pages = entries_after_each(self.spec, [(name, start.id, bound.id, want)
+                                                       for name, start, _, bound, want in one])
+                found = {c[0]: [text(e[0]) for e in page]
+                         for c, page in zip(one, pages, strict=True)}
+                for name, start, _, bound, want in live:
+                    ids = found.get(name)
+                    if ids is None:
+                        ids = []
+                        for page in entries_after(self.spec, name, start.id, bound.id, want,
+                                                  MAX_CLAIM_CHUNK):
+                            ids += [text(e[0]) for e in page]
                     if len(ids) >= want:  # a whole share: the next batch ends there
+                        tail = now[name]
+                        assert tail is not None
                         self.ahead[name] = _Ahead(start, tail, bound, ids)
             except Exception as exc:  # the next latestOffset reads for itself
                 log.debug("spark-eventbus: the look-ahead failed: %s", exc)
@@ -336,6 +345,7 @@ class PositionPlanner:
             grants = list(share_budget(budget, [budget if g is None else g for g in gaps]))
         bytes_left = self.opts.max_bytes_per_trigger
         steps: dict[str, Step] = {}
+        short: list[tuple[str, Position, Tail, Position, int | None, int]] = []
         for name, gap, grant in zip(names, gaps, grants, strict=True):
             start, bound, tail = positions[name], bounds[name], found[name]
             assert bound is not None and tail is not None
@@ -352,6 +362,9 @@ class PositionPlanner:
                 self.cuts.append((name, step.end, tail, bound, grant))
                 continue
             want = grant if grant is not None else SIZING_READ
+            if bytes_left is None and want <= MAX_CLAIM_CHUNK:
+                short.append((name, start, tail, bound, grant, want))  # read together below
+                continue
             ids: list[str] = []
             full = True  # every entry read so far is in the batch
             for page in entries_after(self.spec, name, start.id, bound.id, want,
@@ -365,17 +378,30 @@ class PositionPlanner:
                 if cut < len(page):
                     full = False
                     break
-            reached = full and len(ids) < want
-            if not ids:
-                if reached:  # every entry up to the bound was deleted: the batch ends there,
-                    steps[name] = to_tail(start, bound)  # and its task counts them lost
-                if bytes_left is not None and bytes_left <= 0:
-                    break
-                continue
-            steps[name] = after_read(start, tail, bound, ids, reached)
-            if not reached and bytes_left is None and grant is not None:
-                self.cuts.append((name, steps[name].end, tail, bound, grant))
+            self._step(steps, name, start, tail, bound, grant, ids, full and len(ids) < want)
+            if not ids and bytes_left is not None and bytes_left <= 0:
+                break
+        # Streams cut within one page (many streams sharing a budget): one pipelined XRANGE
+        # each, in one round trip per node, not one round trip per stream
+        pages = entries_after_each(self.spec, [(name, start.id, bound.id, want)
+                                               for name, start, _, bound, _, want in short])
+        for (name, start, tail, bound, grant, want), page in zip(short, pages, strict=True):
+            self._step(steps, name, start, tail, bound, grant, [text(e[0]) for e in page],
+                       len(page) < want)
         return steps
+
+    def _step(self, steps: dict[str, Step], name: str, start: Position, tail: Tail,
+              bound: Position, grant: int | None, ids: list[str], reached: bool) -> None:
+        """Where the batch of stream ``name`` ends, the entries after ``start`` that it takes
+        read (``ids``; ``reached``: up to ``bound``, nothing left before it); a stream cut
+        short is noted in :attr:`cuts` for the next look-ahead."""
+        if not ids:
+            if reached:  # every entry up to the bound was deleted: the batch ends there,
+                steps[name] = to_tail(start, bound)  # and its task counts them lost
+            return
+        steps[name] = after_read(start, tail, bound, ids, reached)
+        if not reached and self.opts.max_bytes_per_trigger is None and grant is not None:
+            self.cuts.append((name, steps[name].end, tail, bound, grant))
 
     def progress(self) -> dict[str, Any]:
         """``reportLatestOffset``: per stream, the entries added after its position (None: not

@@ -16,7 +16,7 @@ from ..errors import NotAStreamError
 from .boundary import redis_errors
 from .client import client
 from .streams import text, xrange_pages
-from .wire import as_map, is_no_such_key, pipeline
+from .wire import as_map, is_no_such_key, pipeline, raise_first
 
 
 def _tail(stream: str, reply: Any, server: str) -> Tail | None:
@@ -64,6 +64,22 @@ def wait_for_replica(spec: ConnectionSpec, needed: Mapping[str, str]) -> list[st
             return streams
         time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
         pause = min(0.5, pause * 2)
+
+
+def entries_after_each(spec: ConnectionSpec, asks: Sequence[tuple[str, str, str, int]]
+                       ) -> list[list[Any]]:
+    """For each ``(stream, after, last, count)``: at most ``count`` raw entries after ``after``
+    up to ``last``, all in one pipelined round trip per node (``count`` small: one bounded
+    ``XRANGE`` each)."""
+    if not asks:
+        return []
+    shown = ", ".join(repr(a[0]) for a in asks[:3]) + (
+        f" and {len(asks) - 3} more" if len(asks) > 3 else "")
+    with redis_errors(f"finding where the next batch of streams {shown} ends", spec):
+        got = raise_first(pipeline(client(spec), [
+            ("XRANGE", stream, f"({after}", last, "COUNT", count)
+            for stream, after, last, count in asks]))
+        return [list(g or []) for g in got]
 
 
 def entries_after(spec: ConnectionSpec, stream: str, after: str, last: str, count: int,
