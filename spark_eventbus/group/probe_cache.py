@@ -1,9 +1,9 @@
 """Each stream's group as last probed, and which streams to probe again (driver).
 
-A quiet stream costs no command of its own: one ``XREAD COUNT 1`` names the streams with
-news, and only they (and the streams this query changed since their last probe: claims,
-reclaims, acks) are probed; every stream is probed in full at least every
-``min(claimMinIdleMs, discoveryIntervalMs)``.
+A quiet stream costs no command of its own: an ``XREAD COUNT 1`` per 1,000 streams
+(pipelined) names the streams with news, and only they (and the streams this query changed
+since their last probe: claims, reclaims, trims) are probed; every stream is probed in full at
+least every ``min(claimMinIdleMs, discoveryIntervalMs)``.
 
 Two threads use it: the planning thread (``latestOffset``, its progress report) and the
 pre-claim thread (:mod:`.prefetch`); a probe holds ``_probing``, and the marks of changed
@@ -49,14 +49,15 @@ class ProbeCache:
         :meth:`claim_new` (``planning``: where there is news, only as much as that decision
         needs) and for the progress report (one pipelined round trip per node).
 
-        A quiet stream costs nothing of its own: one ``XREAD COUNT 1`` over every stream this
-        query has not changed since its last probe (one per slot on a cluster, pipelined per
-        node), from the group's last delivered ID then, names those with new entries, and only
-        they (and the streams this query claimed, reclaimed or acked on) are probed; the
-        others' last probe stands. Every stream is probed at least every ``claimMinIdleMs`` or
-        ``discoveryIntervalMs``, whichever is shorter: what only that shows (entries of
-        another consumer turning idle, entries trimmed or a group destroyed or moved on a
-        stream that got nothing new) is seen within that time."""
+        A quiet stream costs nothing of its own: an ``XREAD COUNT 1`` per 1,000 streams this
+        query has not changed since its last probe (per slot on a cluster; pipelined, one
+        round trip per node: :func:`.redisio.probes.news`), from the group's last delivered
+        ID then, names those with new entries, and only they (and the streams this query
+        claimed, reclaimed, acked or trimmed where that does not follow from the last probe)
+        are probed; the others' last probe stands. Every stream is probed at least every
+        ``claimMinIdleMs`` or ``discoveryIntervalMs``, whichever is shorter: what only that
+        shows (entries of another consumer turning idle, entries trimmed or a group destroyed
+        or moved on a stream that got nothing new) is seen within that time."""
         with self._probing:
             names = list(self.ops)
             before = self.probed_all_at

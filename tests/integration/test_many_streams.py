@@ -167,10 +167,40 @@ def _all_calls(r: redis.Redis) -> int:
                if k != "cmdstat_info")
 
 
+def test_news_over_2500_streams_is_three_bounded_xreads_in_one_round_trip(redis_server,
+                                                                          names):
+    """probes.news: an XREAD COUNT 1 per NEWS_PER_XREAD streams (no one command over all of
+    them, which at 100,000 streams holds the server ~140 ms), all pipelined; exactly the
+    streams with an entry after the given ID are named, a missing stream has none."""
+    from spark_eventbus.core.connection import ConnectionSpec
+    from spark_eventbus.redisio import ConsumerOps
+    from spark_eventbus.redisio.probes import NEWS_PER_XREAD, news
+
+    r = redis_server.client()
+    n = 2 * NEWS_PER_XREAD + 500
+    streams = [f"{names['stream']}-{i:04d}" for i in range(n)]
+    pipe = r.pipeline(transaction=False)
+    for s in streams[:-1]:  # the last one does not exist
+        pipe.xadd(s, {"n": "0"}, id="5-1")
+    pipe.execute()
+    with_news = set(streams[7:n - 1:97])
+    pipe = r.pipeline(transaction=False)
+    for s in with_news:
+        pipe.xadd(s, {"n": "1"}, id="9-1")
+    pipe.execute()
+    spec = ConnectionSpec(redis_server.url)
+    ops = [ConsumerOps(spec, s, names["group"], "c") for s in streams]
+    xreads = _calls(r, "xread")
+    assert news(ops, ["5-1"] * n) == with_news
+    assert _calls(r, "xread") - xreads == 3
+    assert news(ops, ["0-0"] * n) == set(streams[:-1])
+    assert news(ops[:1], ["9-1"]) == set()
+
+
 @pytest.mark.server
 def test_quiet_triggers_cost_the_same_commands_whatever_the_quiet_streams(redis_server, names):
-    """Redis commands per quiet trigger do not grow with quiet streams: one XREAD over every
-    stream finds those with news; only they are probed. A stream that gets entries is found at
+    """Redis commands per quiet trigger do not grow with quiet streams: one XREAD per 1,000
+    streams finds those with news; only they are probed. A stream that gets entries is found at
     the next trigger; every stream is probed again within claimMinIdleMs."""
     r = redis_server.client()
     spent: dict[int, float] = {}
