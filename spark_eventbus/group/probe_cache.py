@@ -36,6 +36,9 @@ class ProbeCache:
         self.probed: dict[str, Probe] = {}
         self.dirty: set[str] = set()
         self.probed_all_at = float("-inf")
+        # A planning probe ran since the last progress report: that report shows what it saw
+        # (and the claims after it) without looking for news again
+        self.planned_since_report = False
         self._probing = threading.Lock()  # the pre-claim thread and the progress report
         self._marks = threading.Lock()  # dirty: the pre-claim thread, acks and probes
 
@@ -64,10 +67,15 @@ class ProbeCache:
             with self._marks:
                 dirty, self.dirty = self.dirty, set()  # marks made meanwhile: the next probe
             try:
-                ask, recheck = self._to_probe(names, dirty)
-                if not planning:  # progress: the streams last probed only for planning too
+                planned, self.planned_since_report = self.planned_since_report, planning
+                ask, recheck = self._to_probe(names, dirty, look_for_news=planning or not planned)
+                if not planning:  # progress: the streams last probed only for planning whose
+                    # lag the stream's ends must check (Probe.lag_unsure); the others' lag is
+                    # the server's as it is (a lag that said news where there was none was
+                    # looked at in full by the planning probe: _to_probe's recheck)
                     known = set(ask)
-                    recheck = [n for n in names if n not in known and not self.probed[n].full]
+                    recheck = [n for n in names if n not in known
+                               and not (p := self.probed[n]).full and p.lag_unsure]
                 fresh = probes.probe([self.ops[n] for n in ask], full=not planning)
                 # a lag that said news where XREAD finds none (Redis 7.0's lag after a trim or
                 # XDEL): looked at in full, or it would be claimed from every trigger
@@ -75,6 +83,7 @@ class ProbeCache:
                 fresh += probes.probe([self.ops[n] for n in recheck])
             except BaseException:
                 self.probed_all_at = before
+                self.planned_since_report = planned
                 with self._marks:
                     self.dirty |= dirty
                 raise
@@ -86,9 +95,13 @@ class ProbeCache:
                     self.reports.observed(name, p)
             return [self.probed[n] for n in names]
 
-    def _to_probe(self, names: list[str], dirty: set[str]) -> tuple[list[str], list[str]]:
+    def _to_probe(self, names: list[str], dirty: set[str], look_for_news: bool = True
+                  ) -> tuple[list[str], list[str]]:
         """The streams :meth:`probe` asks: every one, or those that may have changed; and
-        the streams to look at in full (a lag that said news where XREAD finds none)."""
+        the streams to look at in full (a lag that said news where XREAD finds none).
+        ``look_for_news`` False (a progress report right after a planning probe, which looked
+        for news and probed the streams that had some): only streams never probed, or changed
+        by this query in a way their last probe cannot follow."""
         o = self.options
         now = time.monotonic()
         if (now - self.probed_all_at) * 1000 >= min(o.claim_min_idle_ms,
@@ -97,6 +110,9 @@ class ProbeCache:
             return names, []
         clean = [n for n in names if n not in dirty and (p := self.probed.get(n)) is not None
                  and p.group and p.last_delivered is not None]
+        known = set(clean)
+        if not look_for_news:
+            return [n for n in names if n not in known], []
         try:
             news = probes.news([self.ops[n] for n in clean],
                                   [str(self.probed[n].last_delivered) for n in clean])
@@ -105,7 +121,6 @@ class ProbeCache:
         except EventBusError as exc:  # e.g. WRONGTYPE: a key replaced; every stream looks
             log.debug("spark-eventbus: looking for news failed, probing every stream: %s", exc)
             return names, []
-        known = set(clean)
         return ([n for n in names if n not in known or n in news],
                 [n for n in clean if n not in news and not self.probed[n].full])
 

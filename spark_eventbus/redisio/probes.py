@@ -99,6 +99,14 @@ class Probe:
         return StreamId.parse(self.last_generated) > StreamId.parse(self.last_delivered)
 
     @property
+    def lag_unsure(self) -> bool:
+        """A lag above 0 with an ``entries-read`` of 0 after entries were delivered: only the
+        stream's ends tell whether it is all there is to read or a stale count
+        (:func:`checked_lag`), so progress asks ``XINFO STREAM`` before showing it."""
+        return bool(self.lag) and not self.entries_read \
+            and self.last_delivered not in (None, "0-0")
+
+    @property
     def has_pending(self) -> bool:
         return not self.group or self.pending is None or self.pending > 0
 

@@ -197,6 +197,33 @@ def test_news_over_2500_streams_is_three_bounded_xreads_in_one_round_trip(redis_
     assert news(ops[:1], ["9-1"]) == set()
 
 
+def test_progress_of_streams_with_a_backlog_asks_no_stream_again(redis_server, names):
+    """A batch that takes one entry of each of 300 streams with a backlog: the progress report
+    that follows shows each group's lag as the planning probe and the claims left it (the
+    server's count, XINFO GROUPS), without probing the streams again (no XINFO STREAM of 300
+    streams per trigger); a group whose count needs the stream's ends is still looked at."""
+    r = redis_server.client()
+    streams, _ = _many(r, names["stream"], 300, 3)
+    reader = driver_reader(redis_server.url, ",".join(streams), names["group"],
+                           maxEntriesPerTrigger="300")
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadMaxRows(300))
+    assert len(BatchOffset.from_json(end).streams) == 300
+    reader.driver.prefetch.join()  # the next batch's pre-claim: done, Redis holds still
+    before = (_calls(r, "xinfo|stream"), _calls(r, "xinfo|groups"))
+    report = reader.reportLatestOffset()
+    assert (_calls(r, "xinfo|stream"), _calls(r, "xinfo|groups")) == before
+    pipe = r.pipeline(transaction=False)
+    for s in streams:
+        pipe.xinfo_groups(s)
+    groups = {s: g[0] for s, g in zip(streams, pipe.execute(), strict=True)}
+    assert report["_eventbus"]["entriesBehind"] == sum(int(g["lag"]) for g in groups.values())
+    for s in [k for k in report if k != "_eventbus"]:
+        assert report[s]["entriesBehind"] == int(groups[s]["lag"]) == 1
+        assert report[s]["pending"] == int(groups[s]["pending"]) == 2
+    reader.stop()
+
+
 @pytest.mark.server
 def test_quiet_triggers_cost_the_same_commands_whatever_the_quiet_streams(redis_server, names):
     """Redis commands per quiet trigger do not grow with quiet streams: one XREAD per 1,000

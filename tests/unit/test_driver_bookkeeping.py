@@ -122,3 +122,15 @@ def test_an_ack_takes_its_count_off_the_probed_pending_or_asks_for_a_new_probe()
     assert after_ack(Probe(False), 1) is None
     assert after_ack(Probe(True, None, 0, 0, "1-0"), 1) is None
     assert after_ack(acked, 2) is None
+
+
+def test_a_lag_needs_the_streams_ends_only_with_entries_delivered_and_none_read():
+    """Probe.lag_unsure: progress looks at a stream's ends before showing a lag only where
+    checked_lag could change it (entries delivered, entries-read 0: a stale count or a group
+    made at earliest), not for every stream with news."""
+    from spark_eventbus.redisio.probes import Probe
+
+    assert not Probe(True, 0, 5, 3, "7-0", full=False).lag_unsure
+    assert Probe(True, 0, 5, 0, "7-0", full=False).lag_unsure
+    assert not Probe(True, 0, 5, 0, "0-0", full=False).lag_unsure  # nothing delivered yet
+    assert not Probe(True, 0, 0, 0, "7-0").lag_unsure and not Probe(False).lag_unsure
