@@ -28,11 +28,11 @@ def _tail(stream: str, reply: Any, server: str) -> Tail | None:
                                   "spark-eventbus reads streams only. Choose another 'stream' "
                                   "option.")
         raise reply
-    info = {text(k): v for k, v in as_map(reply).items()}
-    first = info.get("first-entry")
-    return Tail(text(info["last-generated-id"]), int(info.get("entries-added") or 0),
-                int(info["length"]), text(first[0]) if first else None,
-                text(info.get("max-deleted-entry-id") or "0-0"))
+    info = as_map(reply)  # the keys as sent (bytes): only the five used are decoded
+    first = info.get(b"first-entry")
+    return Tail(text(info[b"last-generated-id"]), int(info.get(b"entries-added") or 0),
+                int(info[b"length"]), text(first[0]) if first else None,
+                text(info.get(b"max-deleted-entry-id") or "0-0"))
 
 
 def tails(spec: ConnectionSpec, streams: Sequence[str]) -> list[Tail | None]:
