@@ -116,6 +116,7 @@ def test_trim_acked_trims_the_acked_streams_and_every_stream_every_tenth_time(
     """trimAcked: each trim asks only the streams the query acked since
     the last one (a quiet stream costs nothing), and every stream every TRIM_ALL_EVERY-th
     time (another group's acks can free entries too)."""
+    from spark_eventbus.group.claimer import Claimer
     from spark_eventbus.group.closing import TRIM_ALL_EVERY, Closer
     from spark_eventbus.group.ledger import ClaimState
     from spark_eventbus.group.loss_reports import SourceMetrics
@@ -133,7 +134,9 @@ def test_trim_acked_trims_the_acked_streams_and_every_stream_every_tenth_time(
                                  "trimIntervalMs": "0"}, streaming=True)
     ops = {s: ConsumerOps(opts.connection, s, names["group"], "c") for s in streams}
     claims = ClaimState()
-    closer = Closer(opts, ops, claims, None, SourceMetrics())  # type: ignore[arg-type]
+    metrics = SourceMetrics()
+    claimer = Claimer(opts, ops, metrics)
+    closer = Closer(opts, ops, claims, claimer, metrics)
 
     def trimmed() -> set[str]:
         return {s for s in streams if r.xlen(s) < 250}
@@ -145,6 +148,7 @@ def test_trim_acked_trims_the_acked_streams_and_every_stream_every_tenth_time(
     claims.trims = 1  # not the every-stream turn
     trim({streams[3], streams[7]})
     assert trimmed() == {streams[3], streams[7]}
+    assert claimer.probes.dirty == {streams[3], streams[7]}  # probed again: they moved
     for _ in range(TRIM_ALL_EVERY - 2):  # the turns before the next every-stream one
         trim(set())
     assert trimmed() == {streams[3], streams[7]}
