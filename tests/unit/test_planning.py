@@ -50,6 +50,33 @@ def test_share_budget_is_fair_and_reassigns_what_a_consumer_cannot_take():
     assert share_budget(0, [3]) == [0]
 
 
+def _share_budget_as_it_was(budget: int, wants: list[int]) -> list[int]:
+    """share_budget before it was made linear (active.remove per consumer), the reference."""
+    grants = [0] * len(wants)
+    remaining = budget
+    active = [i for i, w in enumerate(wants) if w > 0]
+    while remaining > 0 and active:
+        share = max(1, remaining // len(active))
+        for i in list(active):
+            give = min(share, wants[i] - grants[i], remaining)
+            grants[i] += give
+            remaining -= give
+            if grants[i] >= wants[i]:
+                active.remove(i)
+            if remaining == 0:
+                break
+    return grants
+
+
+@given(st.integers(0, 2_000), st.lists(st.integers(0, 300), max_size=60))
+def test_share_budget_grants_what_it_always_granted_within_the_wants_and_budget(
+        budget: int, wants: list[int]) -> None:
+    grants = share_budget(budget, wants)
+    assert grants == _share_budget_as_it_was(budget, wants)
+    assert all(0 <= g <= w for g, w in zip(grants, wants, strict=True))
+    assert sum(grants) == min(budget, sum(wants))
+
+
 def test_split_partitions_balances_by_count_and_keeps_every_entry():
     sizes = [500, 500, 300, 200, 100]
     chunks = tuple(ClaimedRange(f"{i}-0", f"{i}-9", n) for i, n in enumerate(sizes))

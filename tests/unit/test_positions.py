@@ -179,6 +179,12 @@ def test_many_streams_are_packed_and_cost_a_fraction_of_the_written_out_form():
     assert len(json.dumps(packed)) * 2 < len(written)
     assert PositionOffset.from_json(packed) == PositionOffset(
         streams, {"device:000001": Position("0-0", 0)})
+    # read again (latestOffset, partitions): the same offset, not unpacked again; another
+    # offset's text is read for itself
+    assert PositionOffset.from_json(dict(packed)) is PositionOffset.from_json(packed)
+    other = PositionOffset(streams, {"device:000002": Position("0-0", 0)})
+    assert PositionOffset.from_json(other.to_json()) == other
+    assert PositionOffset.from_json(packed).joined == {"device:000001": Position("0-0", 0)}
     # IDs that pair up only when split together ("5" and "1-2-3"): written out
     odd_ids = {**streams, "device:000002": Position("5", None),
                "device:000003": Position("1-2-3", None)}
