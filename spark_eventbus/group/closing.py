@@ -88,7 +88,8 @@ class Closer:
             earlier = [(op, StreamBatch.from_json(plan)) for op in ops
                        for field_, plan in found[op.stream].items()
                        if int(field_) < committed.seq and plan.get("run") == committed.run]
-            self._acked(acks.ack(earlier))
+            since = self.claimer.probes.generation()
+            self._acked(acks.ack(earlier), since)
         self.ack(committed)
         plans.drop_plans(ops, [list(found[name]) for name in names])
         ledger.forget_written(committed.run, committed.seq)
@@ -99,15 +100,16 @@ class Closer:
         claims = self.claims
         if self.options.ack_mode != "commit" or offset.seq <= claims.acked_seq:
             return
+        since = self.claimer.probes.generation()
         self._acked(acks.ack([(self.ops[name], batch) for name, batch in offset.streams.items()
-                              if name in self.ops]))
+                              if name in self.ops]), since)
         claims.acked_seq = offset.seq
 
-    def _acked(self, counts: Mapping[str, int]) -> None:
-        """This driver acked ``counts[stream]`` entries of these streams (XACK's counts): their
-        groups' pending counts follow (:meth:`.probe_cache.ProbeCache.acked`), and trimAcked
-        may trim them."""
-        self.claimer.probes.acked(counts)
+    def _acked(self, counts: Mapping[str, int], since: int) -> None:
+        """This driver acked ``counts[stream]`` entries of these streams (XACK's counts; sent
+        at probe generation ``since``): their groups' pending counts follow
+        (:meth:`.probe_cache.ProbeCache.acked`), and trimAcked may trim them."""
+        self.claimer.probes.acked(counts, since)
         self.claims.acked_since_trim.update(counts)
 
     def _trim_acked(self) -> None:

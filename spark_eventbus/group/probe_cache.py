@@ -39,6 +39,7 @@ class ProbeCache:
         # A planning probe ran since the last progress report: that report shows what it saw
         # (and the claims after it) without looking for news again
         self.planned_since_report = False
+        self.probes_begun = 0  # probes started (acked(): one that ran meanwhile saw the acks)
         self._probing = threading.Lock()  # the pre-claim thread and the progress report
         self._marks = threading.Lock()  # dirty: the pre-claim thread, acks and probes
 
@@ -66,6 +67,7 @@ class ProbeCache:
             before = self.probed_all_at
             with self._marks:
                 dirty, self.dirty = self.dirty, set()  # marks made meanwhile: the next probe
+                self.probes_begun += 1
             try:
                 planned, self.planned_since_report = self.planned_since_report, planning
                 ask, recheck = self._to_probe(names, dirty, look_for_news=planning or not planned)
@@ -140,14 +142,21 @@ class ProbeCache:
             else:
                 self.probed[name] = after
 
-    def acked(self, counts: Mapping[str, int]) -> None:
-        """This query acked ``counts[name]`` entries of each stream (the servers' counts): its
-        group's state follows from its last probe (:func:`after_ack`: that many fewer
-        pending), so no probe asks it again for that. Where it does not follow (acks that
-        delete the entries, ``XACKDEL``: the stream's length and ends moved; an unknown
-        pending count; a probe running on the other thread), the stream is probed again."""
+    def generation(self) -> int:
+        """How many probes have begun: taken before acks are sent, for :meth:`acked`."""
         with self._marks:
-            probing = self._probing.locked()
+            return self.probes_begun
+
+    def acked(self, counts: Mapping[str, int], since: int) -> None:
+        """This query acked ``counts[name]`` entries of each stream (the servers' counts),
+        sent when :meth:`generation` was ``since``: its group's state follows from its last
+        probe (:func:`after_ack`: that many fewer pending), so no probe asks it again for
+        that. Where it does not follow (acks that delete the entries, ``XACKDEL``: the
+        stream's length and ends moved; an unknown pending count; a probe that began since the
+        acks were sent, which may have seen them already, or is running), the stream is probed
+        again."""
+        with self._marks:
+            probing = self._probing.locked() or self.probes_begun != since
             for name, n in counts.items():
                 p = self.probed.get(name)
                 op = self.ops.get(name)

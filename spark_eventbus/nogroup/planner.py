@@ -34,7 +34,7 @@ from ..errors import DataLossError
 from ..options.reader import ReaderOptions
 from ..redisio import discovery
 from ..redisio.streams import entry_sizes, text
-from ..redisio.tails import entries_after, entries_after_each, tails
+from ..redisio.tails import entries_after, ids_after_each, tails
 
 log = logging.getLogger("spark_eventbus")
 
@@ -205,10 +205,9 @@ class PositionPlanner:
                 # together, in one round trip per node)
                 live = [c for c in todo if now[c[0]] is not None]
                 one = [c for c in live if c[4] <= MAX_CLAIM_CHUNK]
-                pages = entries_after_each(self.spec, [(name, start.id, bound.id, want)
-                                                       for name, start, _, bound, want in one])
-                found = {c[0]: [text(e[0]) for e in page]
-                         for c, page in zip(one, pages, strict=True)}
+                pages = ids_after_each(self.spec, [(name, start.id, bound.id, want)
+                                                   for name, start, _, bound, want in one])
+                found = {c[0]: page for c, page in zip(one, pages, strict=True)}
                 for name, start, _, bound, want in live:
                     ids = found.get(name)
                     if ids is None:
@@ -383,11 +382,10 @@ class PositionPlanner:
                 break
         # Streams cut within one page (many streams sharing a budget): one pipelined XRANGE
         # each, in one round trip per node, not one round trip per stream
-        pages = entries_after_each(self.spec, [(name, start.id, bound.id, want)
-                                               for name, start, _, bound, _, want in short])
-        for (name, start, tail, bound, grant, want), page in zip(short, pages, strict=True):
-            self._step(steps, name, start, tail, bound, grant, [text(e[0]) for e in page],
-                       len(page) < want)
+        pages = ids_after_each(self.spec, [(name, start.id, bound.id, want)
+                                           for name, start, _, bound, _, want in short])
+        for (name, start, tail, bound, grant, want), ids in zip(short, pages, strict=True):
+            self._step(steps, name, start, tail, bound, grant, ids, len(ids) < want)
         return steps
 
     def _step(self, steps: dict[str, Step], name: str, start: Position, tail: Tail,

@@ -28,7 +28,7 @@ log = logging.getLogger("spark_eventbus")
 
 # minEntriesPerTrigger where the server cannot tell the lag: entries counted with one XRANGE
 COUNT_AHEAD_MAX = 10_000
-# Streams per XREAD that looks for news (news): ~1.4 ms of the server's time each
+# Streams per XREAD that looks for news (news): ~1.2 ms of the server's time each
 NEWS_PER_XREAD = 1_000
 
 

@@ -66,20 +66,34 @@ def wait_for_replica(spec: ConnectionSpec, needed: Mapping[str, str]) -> list[st
         pause = min(0.5, pause * 2)
 
 
-def entries_after_each(spec: ConnectionSpec, asks: Sequence[tuple[str, str, str, int]]
-                       ) -> list[list[Any]]:
-    """For each ``(stream, after, last, count)``: at most ``count`` raw entries after ``after``
-    up to ``last``, all in one pipelined round trip per node (``count`` small: one bounded
-    ``XRANGE`` each)."""
+def ids_after_each(spec: ConnectionSpec, asks: Sequence[tuple[str, str, str, int]]
+                   ) -> list[list[str]]:
+    """For each ``(stream, after, last, count)``: the IDs of at most ``count`` entries after
+    ``after`` up to ``last`` (``count`` small: one bounded ``XRANGE`` each), pipelined in
+    rounds of at most :data:`ENTRIES_PER_ROUND` entries asked, one round trip per node each:
+    many streams cost few round trips, and no more than a round's entries are held at once."""
     if not asks:
         return []
     shown = ", ".join(repr(a[0]) for a in asks[:3]) + (
         f" and {len(asks) - 3} more" if len(asks) > 3 else "")
+    out: list[list[str]] = []
     with redis_errors(f"finding where the next batch of streams {shown} ends", spec):
-        got = raise_first(pipeline(client(spec), [
-            ("XRANGE", stream, f"({after}", last, "COUNT", count)
-            for stream, after, last, count in asks]))
-        return [list(g or []) for g in got]
+        k = 0
+        while k < len(asks):
+            end, total = k, 0
+            while end < len(asks) and (end == k or total + asks[end][3] <= ENTRIES_PER_ROUND):
+                total += asks[end][3]
+                end += 1
+            got = raise_first(pipeline(client(spec), [
+                ("XRANGE", stream, f"({after}", last, "COUNT", count)
+                for stream, after, last, count in asks[k:end]]))
+            out += [[text(e[0]) for e in g or ()] for g in got]
+            k = end
+    return out
+
+
+# ids_after_each: entries asked per pipelined round (their IDs are what is kept)
+ENTRIES_PER_ROUND = 20_000
 
 
 def entries_after(spec: ConnectionSpec, stream: str, after: str, last: str, count: int,

@@ -167,6 +167,36 @@ def _all_calls(r: redis.Redis) -> int:
                if k != "cmdstat_info")
 
 
+def test_acks_move_the_probed_pending_count_only_where_that_follows(redis_server, names):
+    """ProbeCache.acked: n acked come off the probed pending count; the stream is probed again
+    instead where a probe began after the acks were sent (it may have seen them), where the
+    pending count is unknown, and where the acks delete the entries (XACKDEL)."""
+    from dataclasses import replace
+
+    r = redis_server.client()
+    streams, _ = _many(r, names["stream"], 4, 3)
+    reader = driver_reader(redis_server.url, ",".join(streams), names["group"])
+    start = reader.initialOffset()
+    reader.latestOffset(start, ReadAllAvailable())
+    reader.driver.prefetch.join()
+    cache = reader.driver.claimer.probes
+    a, b, c, d = streams
+    assert all(cache.probed[s].pending == 3 for s in streams) and not cache.dirty
+    since = cache.generation()
+    cache.acked({a: 2}, since)
+    assert cache.probed[a].pending == 1 and a not in cache.dirty
+    cache.probe()  # a probe began after `since`: it may have counted the acks already
+    cache.acked({b: 1}, since)
+    assert b in cache.dirty and cache.probed[b].pending == 3
+    cache.probed[c] = replace(cache.probed[c], pending=None)
+    cache.acked({c: 1}, cache.generation())
+    assert c in cache.dirty
+    cache.ops[d].delete_acked = True
+    cache.acked({d: 1}, cache.generation())
+    assert d in cache.dirty
+    reader.stop()
+
+
 def test_news_over_2500_streams_is_three_bounded_xreads_in_one_round_trip(redis_server,
                                                                           names):
     """probes.news: an XREAD COUNT 1 per NEWS_PER_XREAD streams (no one command over all of
