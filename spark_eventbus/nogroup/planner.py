@@ -192,8 +192,10 @@ class PositionPlanner:
         return PositionOffset(ends, joined, whole).to_json()
 
     def _look_ahead(self) -> None:
-        """Start finding where the next batch of each stream cut short in this one ends."""
-        todo = self.cuts
+        """Start finding where the next batch of each stream cut short in this one ends:
+        where what is left up to the bound is known to fit in this batch's share (its count),
+        the next batch goes to the bound without a read, and nothing is looked for."""
+        todo = [c for c in self.cuts if (left := behind(c[1], c[3])) is None or left > c[4]]
         if not todo:
             return
 

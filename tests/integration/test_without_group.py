@@ -102,6 +102,28 @@ def test_batches_cover_each_entry_once_within_the_budget_and_replay_the_same(red
     assert r.xinfo_groups(stream) == []
 
 
+def test_no_look_ahead_where_the_rest_fits_the_next_batch(redis_server):
+    """A batch cut short whose stream holds less than a share more (its count known) starts no
+    look-ahead: the next batch goes to the stream's end without a read. One that holds more
+    does, and the next batch ends where it found."""
+    r = redis_server.client()
+    stream = f"ng:{uuid.uuid4().hex[:8]}"
+    produced = produce(r, stream, 1_500)
+    reader = _reader(redis_server.url, stream)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadMaxRows(1_000))
+    assert reader.planner._ahead_thread is None  # 500 left: they fit
+    last = reader.latestOffset(end, ReadMaxRows(1_000))
+    assert _read(reader, start, end) + _read(reader, end, last) == produced
+    produced = produce(r, stream, 2_500, 1_500)
+    more = reader.latestOffset(last, ReadMaxRows(1_000))
+    assert reader.planner._ahead_thread is not None  # 1,500 left: the next end is looked for
+    reader.planner.join_ahead()
+    assert len(reader.planner.ahead[stream].ids) == 1_000
+    after = reader.latestOffset(more, ReadMaxRows(1_000))
+    assert after["streams"][stream].startswith(produced[1_999] + " ")
+
+
 def test_an_available_now_run_asks_each_streams_end_once(redis_server):
     """``Trigger.AvailableNow`` over many streams: one ``XINFO STREAM`` per stream for the
     whole run (the look for the trigger's ends serves its first plan; its last
