@@ -71,11 +71,13 @@ class Claimer:
         self.probes.forget(names)
         self.reports.deleted(names)
 
-    def _took(self, name: str, claimed: int, reclaimed: int, last: str | None = None) -> None:
+    def _took(self, name: str, claimed: int, reclaimed: int, last: str | None = None,
+              since: int | None = None) -> None:
+        """``since``: the probe generation when the claim was sent (ProbeCache.claimed)."""
         if reclaimed:
             self.probes.touched([name])
         elif claimed:  # the group's state after it follows from the probe and the claim
-            self.probes.claimed(name, claimed, last)
+            self.probes.claimed(name, claimed, last, since)
         self.reports.took(name, claimed, reclaimed, last)
 
     def _stop_after(self, name: str) -> str | None:
@@ -285,11 +287,12 @@ class Claimer:
                 break
             asks = [claims.ClaimAsk(op, min(chunk_size, left[name]), self._stop_after(name))
                     for name, op in active]
+            since = self.probes.generation()
             results = claims.claim(asks, run, seq, self.options.fail_on_data_loss,
                                    bytes_left, empty)
             more = []
             for (name, op), ask, res in zip(active, asks, results, strict=True):
-                if not self._claimed(name, res, run, seq):
+                if not self._claimed(name, res, run, seq, since):
                     continue
                 assert res.chunk is not None
                 ranges[name].append(res.chunk)
@@ -299,7 +302,8 @@ class Claimer:
             active = more
         return {name: StreamBatch(tuple(r)) for name, r in ranges.items() if r}
 
-    def _claimed(self, name: str, res: ClaimResult, run: str, seq: int) -> bool:
+    def _claimed(self, name: str, res: ClaimResult, run: str, seq: int,
+                 since: int | None = None) -> bool:
         """A claim's outcome: losses reported, a destroyed group raised, the chunk counted.
         False when nothing was claimed."""
         if res.lost_after or res.status == "nogroup":
@@ -313,5 +317,5 @@ class Claimer:
         if res.chunk is None:
             return False
         self.ledger.count(run, seq, res.chunk.count, res.bytes)
-        self._took(name, res.chunk.count, 0, res.chunk.last)
+        self._took(name, res.chunk.count, 0, res.chunk.last, since)
         return True

@@ -39,7 +39,9 @@ class ProbeCache:
         # A planning probe ran since the last progress report: that report shows what it saw
         # (and the claims after it) without looking for news again
         self.planned_since_report = False
-        self.probes_begun = 0  # probes started (acked(): one that ran meanwhile saw the acks)
+        # probes begun that read some group's state (claimed(), acked(): one that began after
+        # a claim or an ack was sent may have seen it already)
+        self.probes_begun = 0
         self._probing = threading.Lock()  # the pre-claim thread and the progress report
         self._marks = threading.Lock()  # dirty: the pre-claim thread, acks and probes
 
@@ -67,7 +69,6 @@ class ProbeCache:
             before = self.probed_all_at
             with self._marks:
                 dirty, self.dirty = self.dirty, set()  # marks made meanwhile: the next probe
-                self.probes_begun += 1
             try:
                 planned, self.planned_since_report = self.planned_since_report, planning
                 ask, recheck = self._to_probe(names, dirty, look_for_news=planning or not planned)
@@ -78,6 +79,9 @@ class ProbeCache:
                     known = set(ask)
                     recheck = [n for n in names if n not in known
                                and not (p := self.probed[n]).full and p.lag_unsure]
+                if ask or recheck:  # it reads group states: claims and acks in flight may
+                    with self._marks:  # show in them (claimed, acked)
+                        self.probes_begun += 1
                 fresh = probes.probe([self.ops[n] for n in ask], full=not planning)
                 # a lag that said news where XREAD finds none (Redis 7.0's lag after a trim or
                 # XDEL): looked at in full, or it would be claimed from every trigger
@@ -126,16 +130,19 @@ class ProbeCache:
         return ([n for n in names if n not in known or n in news],
                 [n for n in clean if n not in news and not self.probed[n].full])
 
-    def claimed(self, name: str, count: int, last: str | None) -> None:
+    def claimed(self, name: str, count: int, last: str | None, since: int | None = None
+                ) -> None:
         """This query claimed ``count`` new entries of ``name``, up to ``last`` (``XREADGROUP
         >``): its group's state follows from its last probe (:func:`after_claim`), so neither
         the progress report nor the next planning round asks it again unless ``XREAD`` finds
         news after ``last``. Where it does not follow (an unknown lag, a probe running on
-        the other thread that could overwrite it), the stream is probed again as
+        the other thread that could overwrite it, or one that began since the claim was sent
+        at generation ``since`` and may have seen it), the stream is probed again as
         :meth:`touched` does."""
         with self._marks:
             p = self.probed.get(name)
-            after = None if p is None or last is None or self._probing.locked() \
+            stale = self._probing.locked() or (since is not None and since != self.probes_begun)
+            after = None if p is None or last is None or stale \
                 else after_claim(p, count, last)
             if after is None:
                 self.dirty.add(name)

@@ -169,8 +169,9 @@ def _all_calls(r: redis.Redis) -> int:
 
 def test_acks_move_the_probed_pending_count_only_where_that_follows(redis_server, names):
     """ProbeCache.acked: n acked come off the probed pending count; the stream is probed again
-    instead where a probe began after the acks were sent (it may have seen them), where the
-    pending count is unknown, and where the acks delete the entries (XACKDEL)."""
+    instead where a probe that read group states began after the acks were sent (it may have
+    seen them; a claim likewise), where the pending count is unknown, and where the acks delete
+    the entries (XACKDEL). A probe that asked no stream changes nothing."""
     from dataclasses import replace
 
     r = redis_server.client()
@@ -183,11 +184,15 @@ def test_acks_move_the_probed_pending_count_only_where_that_follows(redis_server
     a, b, c, d = streams
     assert all(cache.probed[s].pending == 3 for s in streams) and not cache.dirty
     since = cache.generation()
+    cache.probe()  # nothing new, nothing marked: no stream asked
     cache.acked({a: 2}, since)
     assert cache.probed[a].pending == 1 and a not in cache.dirty
-    cache.probe()  # a probe began after `since`: it may have counted the acks already
+    cache.touched([b])
+    cache.probe()  # b asked: a probe began after `since`, and may have seen the acks
     cache.acked({b: 1}, since)
     assert b in cache.dirty and cache.probed[b].pending == 3
+    cache.claimed(a, 1, "9999999999999-0", since)
+    assert a in cache.dirty
     cache.probed[c] = replace(cache.probed[c], pending=None)
     cache.acked({c: 1}, cache.generation())
     assert c in cache.dirty
