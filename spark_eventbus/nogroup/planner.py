@@ -203,20 +203,12 @@ class PositionPlanner:
             try:
                 now = dict(zip([c[0] for c in todo], tails(self.spec, [c[0] for c in todo]),
                                strict=True))
-                # as the driver's own read does: the stream, then XRANGE (those of one page
-                # together, in one round trip per node)
+                # as the driver's own read does: the stream, then XRANGE (pipelined)
                 live = [c for c in todo if now[c[0]] is not None]
-                one = [c for c in live if c[4] <= MAX_CLAIM_CHUNK]
                 pages = ids_after_each(self.spec, [(name, start.id, bound.id, want)
-                                                   for name, start, _, bound, want in one])
-                found = {c[0]: page for c, page in zip(one, pages, strict=True)}
-                for name, start, _, bound, want in live:
-                    ids = found.get(name)
-                    if ids is None:
-                        ids = []
-                        for page in entries_after(self.spec, name, start.id, bound.id, want,
-                                                  MAX_CLAIM_CHUNK):
-                            ids += [text(e[0]) for e in page]
+                                                   for name, start, _, bound, want in live],
+                                       MAX_CLAIM_CHUNK)
+                for (name, start, _, bound, want), ids in zip(live, pages, strict=True):
                     if len(ids) >= want:  # a whole share: the next batch ends there
                         tail = now[name]
                         assert tail is not None
@@ -363,29 +355,29 @@ class PositionPlanner:
                 self.cuts.append((name, step.end, tail, bound, grant))
                 continue
             want = grant if grant is not None else SIZING_READ
-            if bytes_left is None and want <= MAX_CLAIM_CHUNK:
+            if bytes_left is None:
                 short.append((name, start, tail, bound, grant, want))  # read together below
                 continue
+            # maxBytesPerTrigger: the budget is shared in order, stream by stream
             ids: list[str] = []
             full = True  # every entry read so far is in the batch
             for page in entries_after(self.spec, name, start.id, bound.id, want,
                                       MAX_CLAIM_CHUNK):
-                cut = len(page)
-                if bytes_left is not None:
-                    sizes = entry_sizes(page)
-                    cut = entries_within(sizes, bytes_left, not steps and not ids)
-                    bytes_left -= sum(sizes[:cut])
+                sizes = entry_sizes(page)
+                cut = entries_within(sizes, bytes_left, not steps and not ids)
+                bytes_left -= sum(sizes[:cut])
                 ids += [text(e[0]) for e in page[:cut]]
                 if cut < len(page):
                     full = False
                     break
             self._step(steps, name, start, tail, bound, grant, ids, full and len(ids) < want)
-            if not ids and bytes_left is not None and bytes_left <= 0:
+            if not ids and bytes_left <= 0:
                 break
-        # Streams cut within one page (many streams sharing a budget): one pipelined XRANGE
-        # each, in one round trip per node, not one round trip per stream
+        # Without a byte budget every stream's read is independent: pipelined, one round trip
+        # per node for many streams (many streams sharing a budget), not one per stream
         pages = ids_after_each(self.spec, [(name, start.id, bound.id, want)
-                                           for name, start, _, bound, _, want in short])
+                                           for name, start, _, bound, _, want in short],
+                               MAX_CLAIM_CHUNK)
         for (name, start, tail, bound, grant, want), ids in zip(short, pages, strict=True):
             self._step(steps, name, start, tail, bound, grant, ids, len(ids) < want)
         return steps

@@ -6,6 +6,7 @@ pipelined), and, where a batch must end before a stream's end, the entries after
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -66,29 +67,36 @@ def wait_for_replica(spec: ConnectionSpec, needed: Mapping[str, str]) -> list[st
         pause = min(0.5, pause * 2)
 
 
-def ids_after_each(spec: ConnectionSpec, asks: Sequence[tuple[str, str, str, int]]
-                   ) -> list[list[str]]:
+def ids_after_each(spec: ConnectionSpec, asks: Sequence[tuple[str, str, str, int]],
+                   page: int) -> list[list[str]]:
     """For each ``(stream, after, last, count)``: the IDs of at most ``count`` entries after
-    ``after`` up to ``last`` (``count`` small: one bounded ``XRANGE`` each), pipelined in
-    rounds of at most :data:`ENTRIES_PER_ROUND` entries asked, one round trip per node each:
-    many streams cost few round trips, and no more than a round's entries are held at once."""
+    ``after`` up to ``last``, read in ``XRANGE`` pages of at most ``page`` (each command
+    bounded), the pages of many streams pipelined in rounds of at most
+    :data:`ENTRIES_PER_ROUND` entries asked, one round trip per node each: many streams cost
+    few round trips, and no more than a round's entries are held at once."""
     if not asks:
         return []
     shown = ", ".join(repr(a[0]) for a in asks[:3]) + (
         f" and {len(asks) - 3} more" if len(asks) > 3 else "")
-    out: list[list[str]] = []
+    out: list[list[str]] = [[] for _ in asks]
+    todo = deque((i, after) for i, (_, after, _, _) in enumerate(asks))  # next page: from
     with redis_errors(f"finding where the next batch of streams {shown} ends", spec):
-        k = 0
-        while k < len(asks):
-            end, total = k, 0
-            while end < len(asks) and (end == k or total + asks[end][3] <= ENTRIES_PER_ROUND):
-                total += asks[end][3]
-                end += 1
+        while todo:
+            sent: list[tuple[int, str, int]] = []  # (ask, after, page size) of this round
+            total = 0
+            while todo and (not sent or total + page <= ENTRIES_PER_ROUND):
+                i, after = todo.popleft()
+                size = min(page, asks[i][3] - len(out[i]))
+                sent.append((i, after, size))
+                total += size
             got = raise_first(pipeline(client(spec), [
-                ("XRANGE", stream, f"({after}", last, "COUNT", count)
-                for stream, after, last, count in asks[k:end]]))
-            out += [[text(e[0]) for e in g or ()] for g in got]
-            k = end
+                ("XRANGE", asks[i][0], f"({after}", asks[i][2], "COUNT", size)
+                for i, after, size in sent]))
+            for (i, _, size), entries in zip(sent, got, strict=True):
+                ids = [text(e[0]) for e in entries or ()]
+                out[i] += ids
+                if len(ids) == size and len(out[i]) < asks[i][3]:  # more: its next page
+                    todo.append((i, ids[-1]))
     return out
 
 

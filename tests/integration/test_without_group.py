@@ -102,6 +102,45 @@ def test_batches_cover_each_entry_once_within_the_budget_and_replay_the_same(red
     assert r.xinfo_groups(stream) == []
 
 
+def test_ids_after_many_streams_come_in_bounded_pages_and_rounds(redis_server, monkeypatch):
+    """tails.ids_after_each: each stream's IDs after a position, at most its count, up to its
+    last ID, in XRANGE pages of at most `page` and pipelined rounds of at most
+    ENTRIES_PER_ROUND entries asked; a missing stream has none."""
+    from spark_eventbus.core.connection import ConnectionSpec
+    from spark_eventbus.redisio import tails
+
+    r = redis_server.client()
+    a, b = (f"ng:{uuid.uuid4().hex[:8]}" for _ in range(2))
+    ia, ib = produce(r, a, 10), produce(r, b, 4)
+    monkeypatch.setattr(tails, "ENTRIES_PER_ROUND", 5)
+    calls = int(r.info("commandstats").get("cmdstat_xrange", {}).get("calls", 0))
+    got = tails.ids_after_each(ConnectionSpec(redis_server.url), [
+        (a, ia[0], "+", 7), (b, "0-0", "+", 20), (a, ia[1], ia[4], 9), ("ng:none", "0-0", "+", 3)],
+        page=3)
+    assert got == [ia[1:8], ib, ia[2:5], []]
+    # XRANGEs: a 3+3+1, b 3+1 (a short page: its end), a up to ia[4] 3+0, the missing one 1
+    assert int(r.info("commandstats")["cmdstat_xrange"]["calls"]) - calls == 8
+
+
+def test_batches_keep_the_byte_bound_stream_by_stream(redis_server):
+    """maxBytesPerTrigger without a group: the bytes are shared in order, stream by stream (the
+    driver sizes each stream's entries), a batch never empty for want of room (one oversized
+    entry goes alone), and every entry is read once."""
+    r = redis_server.client()
+    a, b = (f"ng:{uuid.uuid4().hex[:8]}" for _ in range(2))
+    produced = [f"{a}/{i}" for i in produce(r, a, 5, payload=lambda i: "z" * 1000)] + [
+        f"{b}/{i}" for i in produce(r, b, 2, payload=lambda i: "y" * 3000)]  # ~1 KB, ~3 KB
+    reader = _reader(redis_server.url, f"{a},{b}", maxBytesPerTrigger="2500")
+    start, got, sizes = reader.initialOffset(), [], []
+    while (end := reader.latestOffset(start, reader.getDefaultReadLimit())) is not start:
+        batch = _read_keys(reader, start, end)
+        got += batch
+        sizes.append(len(batch))
+        start = end
+    assert sorted(got) == sorted(produced) and len(got) == len(set(got))
+    assert [n for n in sizes if n] == [2, 2, 1, 1, 1]
+
+
 def test_no_look_ahead_where_the_rest_fits_the_next_batch(redis_server):
     """A batch cut short whose stream holds less than a share more (its count known) starts no
     look-ahead: the next batch goes to the stream's end without a read. One that holds more
