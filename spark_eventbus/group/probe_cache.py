@@ -142,12 +142,8 @@ class ProbeCache:
         with self._marks:
             p = self.probed.get(name)
             stale = self._probing.locked() or (since is not None and since != self.probes_begun)
-            after = None if p is None or last is None or stale \
-                else after_claim(p, count, last)
-            if after is None:
-                self.dirty.add(name)
-            else:
-                self.probed[name] = after
+            self._follow(name, None if p is None or last is None or stale
+                         else after_claim(p, count, last))
 
     def generation(self) -> int:
         """How many probes have begun: taken before acks are sent, for :meth:`acked`."""
@@ -167,12 +163,16 @@ class ProbeCache:
             for name, n in counts.items():
                 p = self.probed.get(name)
                 op = self.ops.get(name)
-                after = None if p is None or probing or op is None or op.delete_acked \
-                    else after_ack(p, n)
-                if after is None:
-                    self.dirty.add(name)
-                else:
-                    self.probed[name] = after
+                self._follow(name, None if p is None or probing or op is None
+                             or op.delete_acked else after_ack(p, n))
+
+    def _follow(self, name: str, after: Probe | None) -> None:
+        """Under ``_marks``: the stream's state as it follows from its last probe and this
+        query's change, or (None: it does not follow) the stream marked for the next probe."""
+        if after is None:
+            self.dirty.add(name)
+        else:
+            self.probed[name] = after
 
     def touched(self, names: Iterable[str]) -> None:
         """This query changed these streams (a trim): the next probe asks them."""
