@@ -8,7 +8,9 @@ import sys
 import threading
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
@@ -35,7 +37,7 @@ JOB = Path(__file__).parent / "jobs" / "kill_target.py"
 
 
 def test_driver_sigkill_and_restart_replays_exactly_and_the_sink_writes_exactly_once(
-        redis_server, names, tmp_path):
+        spark, redis_server, names, tmp_path):
     """Three driver processes, one query each, killed with SIGKILL together twice at random
     moments inside batches and restarted from their checkpoints each time, then run to the
     end (AvailableNow): 40 streams read in packed partitions into parquet (at-least-once:
@@ -61,30 +63,10 @@ def test_driver_sigkill_and_restart_replays_exactly_and_the_sink_writes_exactly_
                      kills, seed=7,
                      batches=[len(produced) // max_entries, len(copied_ids) // max_entries,
                               len(produced) // max_entries])
-    finals = [subprocess.Popen([*d, "--available-now"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE) for d in drivers]
-    for final in finals:
-        _, err = final.communicate(timeout=600)
-        said = [line for line in err.decode(errors="replace").splitlines()
-                if not line.startswith("\t") and ("rror" in line or "xception" in line)]
-        assert final.returncode == 0, "\n".join(said[-30:])
-    # the reader, into parquet
-    table = pq.read_table(out)
-    got = [f"{s}/{i}" for s, i in zip(table.column("stream").to_pylist(),
-                                      table.column("id").to_pylist(), strict=True)]
-    assert set(got) == produced, "an entry is missing"
-    batch_of: dict[str, set[int]] = {}
-    for key, b in zip(got, table.column("batch").to_pylist(), strict=True):
-        batch_of.setdefault(key, set()).add(b)
-    assert all(len(b) == 1 for b in batch_of.values()), "an entry moved to another batch"
-    duplicates = sum(n - 1 for n in Counter(got).values())
-    assert duplicates <= kills * max_entries, duplicates
+    _run_to_the_end(drivers)
+    _read_at_least_once_replayed_exactly(out, produced, kills * max_entries)
     assert all(pending(r, s, names["group"]) == 0 for s in streams)
-    # the reader without a group, into parquet files: each entry exactly once
-    table = pq.read_table(f"{out}-positions")
-    read = Counter(f"{s}/{i}" for s, i in zip(table.column("stream").to_pylist(),
-                                             table.column("id").to_pylist(), strict=True))
-    assert set(read) == produced and max(read.values()) == 1
+    _read_exactly_once(spark, Path(f"{out}-positions"), produced)
     # the reader and the sink, into a stream: each entry exactly once
     copied = Counter(f[b"src"].decode() for _, f in r.xrange(target))
     assert set(copied) == set(copied_ids), "a row is missing"
@@ -95,6 +77,81 @@ def test_driver_sigkill_and_restart_replays_exactly_and_the_sink_writes_exactly_
     markers = [k for k in keys if ":eventbus:sink:" in k]
     assert len({_batch_of(k) for k in markers}) <= 1, markers
     assert len(keys) - len(markers) <= 1, keys
+
+
+def _run_to_the_end(drivers: list[list[str]]) -> None:
+    """Each driver once more with ``Trigger.AvailableNow``, together; each must succeed."""
+    finals = [subprocess.Popen([*d, "--available-now"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE) for d in drivers]
+    for final in finals:
+        _, err = final.communicate(timeout=600)
+        said = [line for line in err.decode(errors="replace").splitlines()
+                if not line.startswith("\t") and ("rror" in line or "xception" in line)]
+        assert final.returncode == 0, "\n".join(said[-30:])
+
+
+def _keys(table: pa.Table) -> list[str]:
+    return [f"{s}/{i}" for s, i in zip(table.column("stream").to_pylist(),
+                                      table.column("id").to_pylist(), strict=True)]
+
+
+def _read_at_least_once_replayed_exactly(out: Path, produced: set[str], bound: int) -> None:
+    """The group reader's foreachBatch output (stream, id, batch): every entry, each under one
+    batch ID only (a replayed batch is the same batch), at most ``bound`` duplicates."""
+    table = pq.read_table(out)
+    got = _keys(table)
+    assert set(got) == produced, f"{len(produced - set(got))} entries are missing"
+    batch_of: dict[str, set[int]] = {}
+    for key, b in zip(got, table.column("batch").to_pylist(), strict=True):
+        batch_of.setdefault(key, set()).add(b)
+    assert all(len(b) == 1 for b in batch_of.values()), "an entry moved to another batch"
+    duplicates = sum(n - 1 for n in Counter(got).values())
+    assert duplicates <= bound, duplicates
+
+
+def _read_exactly_once(spark: Any, out: Path, produced: set[str]) -> None:
+    """The read without a group, into Spark's parquet file sink: each entry exactly once.
+    Read through Spark, which reads the files the sink's log (``_spark_metadata``) lists: a
+    driver killed while its tasks wrote leaves their files beside them, never committed."""
+    rows = spark.read.parquet(str(out)).select("stream", "id").collect()
+    read = Counter(f"{row.stream}/{row.id}" for row in rows)
+    assert set(read) == produced, f"{len(produced - set(read))} entries are missing"
+    assert max(read.values()) == 1, [k for k, c in read.items() if c > 1][:10]
+
+
+def test_driver_sigkill_over_10000_streams_replays_exactly(spark, redis_server, names,
+                                                           tmp_path):
+    """The kill test at 10,000 streams found by pattern (issue 58): a group read (claims
+    over thousands of streams per batch, packed offsets, packed partitions) and a read
+    without a group (a packed position per stream in the checkpoint), each driver killed
+    with SIGKILL at a random moment inside a batch, restarted from its checkpoint and run to
+    the end: every entry read, a replayed batch the same batch, nothing pending; without a
+    group, exactly once."""
+    r = redis_server.client()
+    streams = [f"{names['stream']}:{i:05d}" for i in range(10_000)]
+    pipe = r.pipeline(transaction=False)
+    for i, name in enumerate(streams):
+        pipe.xadd(name, {"n": str(i)})
+        pipe.xadd(name, {"n": str(i + 1)})
+    ids = [x.decode() for x in pipe.execute()]
+    produced = {f"{name}/{entry}" for name, entry in zip(
+        [s for s in streams for _ in range(2)], ids, strict=True)}
+    chk, out = tmp_path / "chk", tmp_path / "out"
+    max_entries = 4_000
+    base = [sys.executable, str(JOB), "--url", redis_server.url, "--streams",
+            f"{names['stream']}:*", "--group", names["group"], "--out", str(out),
+            "--source", "-", "--target", "-", "--checkpoint", str(chk),
+            "--max-entries", str(max_entries)]
+    drivers = [[*base, "--query", q] for q in ("consume", "positions")]
+    kill_and_restart(drivers, [chk / q for q in ("consume", "positions")], tmp_path, 1,
+                     seed=11, batches=[len(produced) // max_entries] * 2)
+    _run_to_the_end(drivers)
+    _read_at_least_once_replayed_exactly(out, produced, max_entries)
+    pipe = r.pipeline(transaction=False)
+    for name in streams:
+        pipe.xpending(name, names["group"])
+    assert sum(p["pending"] for p in pipe.execute()) == 0
+    _read_exactly_once(spark, Path(f"{out}-positions"), produced)
 
 
 def test_failed_task_is_retried_with_the_same_rows(spark, redis_server, names, tmp_path):

@@ -28,9 +28,11 @@ def session() -> Any:
 
 
 def events(spark: Any, url: str, stream: str, group: str, max_entries: str) -> Any:
-    """The eventbus source; ``group`` empty: a read without a group."""
+    """The eventbus source; ``group`` empty: a read without a group; ``stream`` with a ``*``:
+    a pattern (``streamPattern``)."""
     reader = (spark.readStream.format("eventbus").option("url", url)
-              .option("stream", stream).option("startingPosition", "earliest")
+              .option("streamPattern" if "*" in stream else "stream", stream)
+              .option("startingPosition", "earliest")
               .option("maxEntriesPerTrigger", max_entries))
     return (reader.option("group", group) if group else reader).load()
 
