@@ -955,6 +955,125 @@ def run_many(url: str, counts: str, quiet_seconds: str) -> dict[str, Any]:
     return out
 
 
+# Issue 58's figure: the same 200,000 entries in one stream and spread over 100,000 streams,
+# read with a group and without one, one node and a 3-master cluster.
+LARGE_STREAMS = (1, 100_000)
+LARGE_ENTRIES = 200_000
+
+
+def large_names(n: int) -> list[str]:
+    return [f"bench:large:{n}:{i}" for i in range(n)]
+
+
+def _fill_large(r: Any) -> None:
+    """:data:`LARGE_ENTRIES` entries (~80 B) into each stream count of :data:`LARGE_STREAMS`,
+    spread evenly; pipelined in rounds (a cluster pipeline splits each round by node)."""
+    for n in LARGE_STREAMS:
+        names = large_names(n)
+        for lo in range(0, LARGE_ENTRIES, 20_000):
+            pipe = r.pipeline(transaction=False)
+            for i in range(lo, min(LARGE_ENTRIES, lo + 20_000)):
+                pipe.xadd(names[i % n], {"n": str(i), "payload": "x" * 60})
+            pipe.execute()
+
+
+class TreePeakRss:
+    """Peak RSS (VmHWM, sampled every 50 ms) of this driver's JVM and of Spark's streaming
+    source runner (the Python process where the source's driver side runs; one per query)."""
+
+    def __init__(self) -> None:
+        self.kb = {"jvm": 0, "runner": 0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            for d in Path("/proc").iterdir():
+                if not d.name.isdigit():
+                    continue
+                try:
+                    cmd = (d / "cmdline").read_bytes()
+                except OSError:
+                    continue
+                kind = ("runner" if b"python_streaming_source_runner" in cmd
+                        else "jvm" if b"SparkSubmit" in cmd and b"java" in cmd else None)
+                if kind is not None:
+                    self.kb[kind] = max(self.kb[kind], _vmhwm_kb(int(d.name)))
+            time.sleep(0.05)
+
+    def __enter__(self) -> TreePeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def run_many_large(url: str, counts: str, group: str) -> dict[str, Any]:
+    """Driver process of the 100,000-streams figures (``bench.py large URL 1,100000 GROUP``;
+    GROUP ``-``: read without a group): a warm-up query, then per stream count one
+    ``Trigger.AvailableNow`` query with default options over :func:`large_names` (a group of
+    its own each, named after GROUP). Per query:
+    wall time, rows, batches, Redis commands (every master), the bytes of each offset Spark
+    logged, the peak RSS of the JVM (this driver's, so far) and of the query's source runner."""
+    spark = _spark()
+    nodes = _masters(url)
+
+    def reader(stream: str, name: str) -> Any:
+        rd = (spark.readStream.format("eventbus").option("url", url).option("stream", stream)
+              .option("startingPosition", "earliest"))
+        return (rd.option("group", name).option("consumer", "c") if group != "-" else rd).load()
+
+    (reader(WARMUP, "large-warmup").writeStream.format("noop")
+     .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-large-"))
+     .trigger(availableNow=True).start().awaitTermination())
+    out: dict[str, Any] = {}
+    ns = [int(x) for x in counts.split(",")]
+    # the first count twice, the later run kept: a driver's first queries run before its JIT
+    # has compiled Spark's hot paths (the one-stream read took 4.6 s first, ~2.5 s after)
+    for k, n in enumerate([ns[0], *ns]):
+        chk = tempfile.mkdtemp(prefix="bench-large-")
+        calls = _command_calls(nodes)
+        with TreePeakRss() as rss:
+            start = time.perf_counter()
+            q = (reader(",".join(large_names(n)), f"{group}-{k}").writeStream.format("noop")
+                 .option("checkpointLocation", chk).trigger(availableNow=True).start())
+            q.awaitTermination()
+            wall = time.perf_counter() - start
+        logs = sorted((p for p in Path(chk, "offsets").iterdir() if p.name.isdigit()),
+                      key=lambda p: int(p.name))
+        out[str(n)] = {"seconds": wall, "rows": sum(p["numInputRows"] for p in q.recentProgress),
+                       "batches": len(logs), "commands": _command_calls(nodes) - calls,
+                       "offset_log_bytes": [p.stat().st_size for p in logs],
+                       "jvm_peak_mb": rss.kb["jvm"] / 1024,
+                       "runner_peak_mb": rss.kb["runner"] / 1024}
+    spark.stop()
+    return out
+
+
+def bench_many_large(r: Any, url: str, where: str) -> None:
+    """The same :data:`LARGE_ENTRIES` entries in one stream and over 100,000 streams, read
+    with a group and without one (a driver of its own each), on ``where``."""
+    _fill_large(r)
+    print(f"{where}: {LARGE_ENTRIES:,} entries (~80 B) in 1 stream and over "
+          f"{LARGE_STREAMS[-1]:,} streams, one AvailableNow query each, default options:")
+    runs = {}
+    for way, group in (("with a group", "large"), ("without a group", "-")):
+        res = runs[way] = sub_driver("large", url, ",".join(map(str, LARGE_STREAMS)), group)
+        one = res[str(LARGE_STREAMS[0])]
+        for n in LARGE_STREAMS:
+            x = res[str(n)]
+            assert x["rows"] == LARGE_ENTRIES, (way, n, x)
+            logs = ", ".join(f"{b / 1024:,.0f}" for b in x["offset_log_bytes"])
+            print(f"  {way:<15} {n:>7,} streams: {x['seconds']:6.2f} s = "
+                  f"{x['seconds'] / one['seconds']:5.2f}x one stream; {x['batches']} batches; "
+                  f"{x['commands']:,} Redis commands ({x['commands'] / n:,.1f} per stream); "
+                  f"offset log {logs} KB; peak RSS JVM {x['jvm_peak_mb']:,.0f} MiB, source "
+                  f"runner {x['runner_peak_mb']:,.0f} MiB", flush=True)
+    FIGURES[f"large_streams_{where}"] = {"entries": LARGE_ENTRIES, "runs": runs}
+
+
 def plain_many(r: redis.Redis, streams: list[str], group: str) -> tuple[float, int]:
     """The plain redis-py consumer over many streams: one XREADGROUP over all of them (COUNT
     1000), one pipelined XACK per reply, until nothing is left. (Seconds, entries read.)
@@ -1014,6 +1133,8 @@ def bench_many(r: redis.Redis, port: int, quiet_seconds: float = 6) -> None:
                   "commands per trigger", flush=True)
     FIGURES["many_streams"] = {"entries": MANY_ENTRIES, "runs": res,
                                "plain_seconds": {str(k): v for k, v in plain.items()}}
+    r.flushall()
+    bench_many_large(r, url, "one node")
 
 
 def bench_reader(r: redis.Redis, port: int, n: int) -> None:
@@ -1219,6 +1340,7 @@ def bench_cluster_many(rc: Any, url: str, quiet_seconds: float = 6) -> None:
                   f"{qt['commands_per_trigger'] / qt['nodes']:,.1f} Redis commands per trigger "
                   f"per master", flush=True)
     FIGURES["cluster_many_streams"] = {"entries": MANY_ENTRIES, "runs": res}
+    bench_many_large(rc, url, "cluster")
 
 
 def main() -> None:
@@ -1231,6 +1353,9 @@ def main() -> None:
         return
     if len(sys.argv) > 1 and sys.argv[1] == "many":
         print(json.dumps(run_many(*sys.argv[2:5])))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "large":
+        print(json.dumps(run_many_large(*sys.argv[2:5])))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "tick":
         print(json.dumps(run_tick(float(sys.argv[2]))))

@@ -39,7 +39,8 @@ turn, on one ``redis-server``, against the same data:
 
 Besides the wall time, each measured run records CPU: ``redis`` = redis-server's CPU
 (``INFO cpu``) and ``spark`` = the driver's whole process tree (the Python driver, its JVM,
-Spark's Python workers: ``/proc``) over the measured query or write, in µs per entry. CPU is
+Spark's Python workers: ``/proc``) over the measured query or write, in µs per entry, and that
+tree split into the JVM's own CPU and the Python processes' (``jvm``, ``python``). CPU is
 steadier than wall time on a shared machine and says who pays. Then, for each revision after the
 first (the base), each part's ratio against the base: the median of the per-round ratios (runs
 of the same round are minutes apart at most) with their range — the spread — and a verdict:
@@ -72,13 +73,16 @@ WARMUP = 20_000
 PER_TRIGGER = 100_000
 
 
-def _tree_cpu() -> float:
-    """CPU seconds (user + system) of this process and every process below it (the JVM and
-    Spark's Python workers), with the children each has waited for, from ``/proc``; 0.0 where
-    there is no ``/proc``."""
+def _tree_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) of this process and every process below it, with the
+    children each has waited for, from ``/proc`` (empty where there is none): ``jvm`` = the
+    JVM's own; ``python`` = the rest — this driver, Spark's Python workers (the tasks) and its
+    streaming source runner (the source's driver side: Spark starts one per query and waits
+    for it when the query ends, so the JVM's waited-for children count here)."""
     tick = os.sysconf("SC_CLK_TCK")
     parent: dict[int, int] = {}
-    used: dict[int, float] = {}
+    own: dict[int, float] = {}
+    waited: dict[int, float] = {}
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if not entry.isdigit():
             continue
@@ -87,11 +91,11 @@ def _tree_cpu() -> float:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:  # gone meanwhile
             continue
-        parent[int(entry)] = int(fields[1])
-        # utime + stime, and cutime + cstime: the CPU of its children that exited and were
-        # waited for (Spark's streaming source runner ends with its query, before this is read)
-        used[int(entry)] = sum(int(x) for x in fields[11:15]) / tick
-    mine, total = {os.getpid()}, 0.0
+        pid = int(entry)
+        parent[pid] = int(fields[1])
+        own[pid] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+        waited[pid] = (int(fields[13]) + int(fields[14])) / tick  # cutime + cstime
+    mine = {os.getpid()}
     grew = True
     while grew:
         grew = False
@@ -99,9 +103,16 @@ def _tree_cpu() -> float:
             if ppid in mine and pid not in mine:
                 mine.add(pid)
                 grew = True
+    out = {"jvm": 0.0, "python": 0.0}
     for pid in mine:
-        total += used.get(pid, 0.0)
-    return total
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                java = b"java" in f.read().split(b"\0", 1)[0]
+        except OSError:
+            java = False
+        out["jvm" if java else "python"] += own.get(pid, 0.0)
+        out["python"] += waited.get(pid, 0.0)
+    return out
 
 
 def _redis_cpu(url: str) -> float:
@@ -226,7 +237,9 @@ def measure(part: str, url: str, tag: str, rows_file: str) -> dict[str, object]:
         start = time.perf_counter()
         job()
         seconds = time.perf_counter() - start
-        cpu.update(redis=_redis_cpu(url) - redis0, spark=_tree_cpu() - tree0)
+        tree = _tree_cpu()
+        side = {k: tree[k] - tree0.get(k, 0.0) for k in tree}
+        cpu.update(redis=_redis_cpu(url) - redis0, spark=sum(side.values()), **side)
         calls.update({k: n - calls0.get(k, 0) for k, n in _calls(url).items()
                       if n > calls0.get(k, 0)})
         for k in ("info",):  # this function's own
@@ -365,8 +378,10 @@ def _cpu_figure(part: str, cpu: dict[str, float], args: argparse.Namespace) -> s
     if not cpu:
         return ""
     n = _entries(part, args)
+    split = (f" (JVM {cpu['jvm'] / n * 1e6:.2f}, Python {cpu['python'] / n * 1e6:.2f})"
+             if "jvm" in cpu else "")
     return (f"  CPU/entry: redis {cpu['redis'] / n * 1e6:5.2f} us, "
-            f"spark {cpu['spark'] / n * 1e6:6.2f} us")
+            f"spark {cpu['spark'] / n * 1e6:6.2f} us{split}")
 
 
 def _ratios(runs: dict[tuple[str, str], list[dict[str, Any]]], parts: list[str],
@@ -541,7 +556,7 @@ def main() -> None:
             for (part, rev), xs in times.items():
                 med = statistics.median(x["seconds"] for x in xs)
                 cpu = ({side: statistics.median(x["cpu"][side] for x in xs)
-                        for side in ("redis", "spark")} if all(x["cpu"] for x in xs) else {})
+                        for side in xs[0]["cpu"]} if all(x["cpu"] for x in xs) else {})
                 each = ", ".join(f"{x['seconds']:.3f}" for x in xs)
                 print(f"  {part:<8} {rev:<12} {_figure(part, med, args)}"
                       f"{_cpu_figure(part, cpu, args)} (runs: {each})")
