@@ -246,8 +246,10 @@ def test_a_promoted_replica_that_was_cut_off_has_every_row_reported_done_only_wi
          .options(**options).mode("append").save())
 
     try:
-        wait_for(lambda: replica.client().info("replication")["master_link_status"] == "up",
-                 what="replica in sync")
+        # the primary's view, which waitReplicas counts: the replica's link is up a moment
+        # before the primary has its first REPLCONF ACK and lists it online
+        wait_for(lambda: primary.client().info("replication").get("slave0", {}).get("state")
+                 == "online", what="the primary listing its replica online")
         reported = []
         write(0)
         reported += range(100)
