@@ -179,19 +179,6 @@ def baseline(r: redis.Redis, n: int, group: str = "baseline", ack_lag: int = 0) 
     return n / elapsed
 
 
-def _worker_pids() -> list[int]:
-    pids = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                cmd = (d / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"pyspark.daemon" in cmd or b"pyspark/daemon" in cmd or b"pyspark.worker" in cmd:
-                pids.append(int(d.name))
-    return pids
-
-
 def _vmhwm_kb(pid: int) -> int:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -216,21 +203,33 @@ def _spark() -> Any:
     return spark
 
 
-class WorkerPeakRss:
-    """Samples the Python workers' peak RSS (VmHWM) while the ``with`` block runs."""
+class PeakRss:
+    """Peak RSS (``VmHWM``) per kind of process (:meth:`kind` of its command line; None: not
+    watched), sampled every ``every`` seconds while the ``with`` block runs, in ``kb``."""
 
-    def __init__(self) -> None:
-        self.kb = 0
+    def __init__(self, every: float = 0.2) -> None:
+        self.kb: dict[str, int] = {}
+        self.every = every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
+    def kind(self, cmd: bytes) -> str | None:
+        raise NotImplementedError
+
     def _sample(self) -> None:
         while not self._stop.is_set():
-            for pid in _worker_pids():
-                self.kb = max(self.kb, _vmhwm_kb(pid))
-            time.sleep(0.2)
+            for d in Path("/proc").iterdir():
+                if not d.name.isdigit():
+                    continue
+                try:
+                    kind = self.kind((d / "cmdline").read_bytes())
+                except OSError:
+                    continue
+                if kind is not None:
+                    self.kb[kind] = max(self.kb.get(kind, 0), _vmhwm_kb(int(d.name)))
+            time.sleep(self.every)
 
-    def __enter__(self) -> WorkerPeakRss:
+    def __enter__(self) -> PeakRss:
         self._thread.start()
         return self
 
@@ -238,9 +237,28 @@ class WorkerPeakRss:
         self._stop.set()
         self._thread.join()
 
-    @property
-    def mb(self) -> float:
-        return self.kb / 1024
+    def mb(self, kind: str) -> float:
+        return self.kb.get(kind, 0) / 1024
+
+
+class WorkerPeakRss(PeakRss):
+    """The Python workers' peak RSS."""
+
+    def kind(self, cmd: bytes) -> str | None:
+        return "worker" if (b"pyspark.daemon" in cmd or b"pyspark/daemon" in cmd
+                            or b"pyspark.worker" in cmd) else None
+
+
+class TreePeakRss(PeakRss):
+    """This driver's JVM and Spark's streaming source runner (the Python process where the
+    source's driver side runs; one per query), every 50 ms."""
+
+    def __init__(self) -> None:
+        super().__init__(every=0.05)
+
+    def kind(self, cmd: bytes) -> str | None:
+        return ("runner" if b"python_streaming_source_runner" in cmd
+                else "jvm" if b"SparkSubmit" in cmd and b"java" in cmd else None)
 
 
 def run_reader(url: str, streams: str, group: str, max_entries: int, source: str = "eventbus"
@@ -278,7 +296,7 @@ def run_reader(url: str, streams: str, group: str, max_entries: int, source: str
     spark.stop()
     return {"rows": rows, "seconds": elapsed, "rows_per_s": rows / elapsed,
             "batch_seconds": in_batches, "batch_rows_per_s": rows / in_batches,
-            "worker_peak_rss_mb": peak.mb, "batches": len(q.recentProgress),
+            "worker_peak_rss_mb": peak.mb("worker"), "batches": len(q.recentProgress),
             "warmup_seconds": cold, "redis_cpu_us": cpu / max(1, rows) * 1e6}
 
 
@@ -474,7 +492,7 @@ def run_sink(url: str, src: str, warmup_src: str, stream: str, idempotent: bool,
     rows = spark.read.parquet(src).count()
     spark.stop()
     return {"rows": rows, "seconds": elapsed, "rows_per_s": rows / elapsed,
-            "partitions": parts, "worker_peak_rss_mb": peak.mb}
+            "partitions": parts, "worker_peak_rss_mb": peak.mb("worker")}
 
 
 def run_sink_wait(url: str, src: str, warmup_src: str, stream: str, wait_replicas: int
@@ -977,39 +995,6 @@ def _fill_large(r: Any) -> None:
             pipe.execute()
 
 
-class TreePeakRss:
-    """Peak RSS (VmHWM, sampled every 50 ms) of this driver's JVM and of Spark's streaming
-    source runner (the Python process where the source's driver side runs; one per query)."""
-
-    def __init__(self) -> None:
-        self.kb = {"jvm": 0, "runner": 0}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            for d in Path("/proc").iterdir():
-                if not d.name.isdigit():
-                    continue
-                try:
-                    cmd = (d / "cmdline").read_bytes()
-                except OSError:
-                    continue
-                kind = ("runner" if b"python_streaming_source_runner" in cmd
-                        else "jvm" if b"SparkSubmit" in cmd and b"java" in cmd else None)
-                if kind is not None:
-                    self.kb[kind] = max(self.kb[kind], _vmhwm_kb(int(d.name)))
-            time.sleep(0.05)
-
-    def __enter__(self) -> TreePeakRss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 def run_many_large(url: str, counts: str, group: str) -> dict[str, Any]:
     """Driver process of the 100,000-streams figures (``bench.py large URL 1,100000 GROUP``;
     GROUP ``-``: read without a group): a warm-up query, then per stream count one
@@ -1046,8 +1031,7 @@ def run_many_large(url: str, counts: str, group: str) -> dict[str, Any]:
         out[str(n)] = {"seconds": wall, "rows": sum(p["numInputRows"] for p in q.recentProgress),
                        "batches": len(logs), "commands": _command_calls(nodes) - calls,
                        "offset_log_bytes": [p.stat().st_size for p in logs],
-                       "jvm_peak_mb": rss.kb["jvm"] / 1024,
-                       "runner_peak_mb": rss.kb["runner"] / 1024}
+                       "jvm_peak_mb": rss.mb("jvm"), "runner_peak_mb": rss.mb("runner")}
     spark.stop()
     return out
 
