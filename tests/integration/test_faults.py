@@ -123,10 +123,10 @@ def test_driver_sigkill_over_10000_streams_replays_exactly(spark, redis_server, 
                                                            tmp_path):
     """The kill test at 10,000 streams found by pattern (issue 58): a group read (claims
     over thousands of streams per batch, packed offsets, packed partitions) and a read
-    without a group (a packed position per stream in the checkpoint), each driver killed
-    with SIGKILL at a random moment inside a batch, restarted from its checkpoint and run to
-    the end: every entry read, a replayed batch the same batch, nothing pending; without a
-    group, exactly once."""
+    without a group (a packed position per stream in the checkpoint), each a driver of its
+    own, both killed with SIGKILL at one random moment after each committed two batches (of
+    five), restarted from their checkpoints and run to the end: every entry read, a replayed
+    batch the same batch, nothing pending; without a group, exactly once."""
     r = redis_server.client()
     streams = [f"{names['stream']}:{i:05d}" for i in range(10_000)]
     pipe = r.pipeline(transaction=False)
