@@ -995,15 +995,61 @@ def _fill_large(r: Any) -> None:
             pipe.execute()
 
 
-def run_many_large(url: str, counts: str, group: str) -> dict[str, Any]:
-    """Driver process of the 100,000-streams figures (``bench.py large URL 1,100000 GROUP``;
-    GROUP ``-``: read without a group): a warm-up query, then per stream count one
-    ``Trigger.AvailableNow`` query with default options over :func:`large_names` (a group of
-    its own each, named after GROUP). Per query:
-    wall time, rows, batches, Redis commands (every master), the bytes of each offset Spark
-    logged, the peak RSS of the JVM (this driver's, so far) and of the query's source runner."""
-    spark = _spark()
+def _progress_json(progress: Any) -> str:
+    """A progress event as JSON (PySpark 4 gives ``StreamingQueryProgress`` objects; older ones
+    dicts)."""
+    text = getattr(progress, "json", None)
+    return text if isinstance(text, str) else json.dumps(progress, default=str)
+
+
+def _rows(progress: Any) -> int:
+    """A progress event's input rows: PySpark 4's object sums its sources' when the event's own
+    count is missing from Spark's JSON (it was in some events of this part's runs; not
+    looked into further)."""
+    rows = getattr(progress, "numInputRows", None)
+    return int(rows if isinstance(rows, int) else progress["numInputRows"])
+
+
+def run_many_large(url: str, counts: str, group: str, remote: str = "-") -> dict[str, Any]:
+    """Driver process of the 100,000-streams figures (``bench.py large URL 1,100000 GROUP
+    [REMOTE]``; GROUP ``-``: read without a group; REMOTE: a Spark Connect server's
+    ``sc://`` address, this process then its client): a warm-up query, then per stream count
+    one ``Trigger.AvailableNow`` query with default options over :func:`large_names` (a group
+    of its own each, named after GROUP). Per query: wall time, rows, batches, Redis commands
+    (every master), the bytes of each offset Spark logged, the peak RSS of the JVM (this
+    driver's, or the Connect server's) and of the query's source runner; what Spark does with
+    the offsets besides logging them: the largest progress event (each carries its batch's
+    start, end and latest offsets), as a listener of this driver receives it (not under
+    Connect), and the seconds ``lastProgress`` and ``recentProgress`` take to reach this
+    process."""
+    if remote == "-":
+        spark = _spark()
+    else:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.remote(remote).getOrCreate()
     nodes = _masters(url)
+    heard: list[int] = []
+    if remote == "-":
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        class Sizes(StreamingQueryListener):
+            """The size of each progress event the listener bus brings to this driver."""
+
+            def onQueryStarted(self, event: Any) -> None:
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:
+                heard.append(len(event.progress.json))
+
+            def onQueryIdle(self, event: Any) -> None:
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:
+                pass
+
+        listener = Sizes()
+        spark.streams.addListener(listener)
 
     def reader(stream: str, name: str) -> Any:
         rd = (spark.readStream.format("eventbus").option("url", url).option("stream", stream)
@@ -1020,6 +1066,7 @@ def run_many_large(url: str, counts: str, group: str) -> dict[str, Any]:
     for k, n in enumerate([ns[0], *ns]):
         chk = tempfile.mkdtemp(prefix="bench-large-")
         calls = _command_calls(nodes)
+        heard.clear()
         with TreePeakRss() as rss:
             start = time.perf_counter()
             q = (reader(",".join(large_names(n)), f"{group}-{k}").writeStream.format("noop")
@@ -1028,33 +1075,62 @@ def run_many_large(url: str, counts: str, group: str) -> dict[str, Any]:
             wall = time.perf_counter() - start
         logs = sorted((p for p in Path(chk, "offsets").iterdir() if p.name.isdigit()),
                       key=lambda p: int(p.name))
-        out[str(n)] = {"seconds": wall, "rows": sum(p["numInputRows"] for p in q.recentProgress),
+        began = time.perf_counter()
+        q.lastProgress  # noqa: B018 - fetched to time it
+        last_s = time.perf_counter() - began
+        began = time.perf_counter()
+        progress = q.recentProgress
+        recent_s = time.perf_counter() - began
+        out[str(n)] = {"seconds": wall, "rows": sum(_rows(p) for p in progress),
                        "batches": len(logs), "commands": _command_calls(nodes) - calls,
                        "offset_log_bytes": [p.stat().st_size for p in logs],
-                       "jvm_peak_mb": rss.mb("jvm"), "runner_peak_mb": rss.mb("runner")}
+                       "jvm_peak_mb": rss.mb("jvm"), "runner_peak_mb": rss.mb("runner"),
+                       "progress_bytes_max": max(len(_progress_json(p)) for p in progress),
+                       "listener_bytes_max": max(heard, default=None),
+                       "last_progress_s": last_s, "recent_progress_s": recent_s}
+    if remote == "-":
+        spark.streams.removeListener(listener)
     spark.stop()
     return out
 
 
-def bench_many_large(r: Any, url: str, where: str) -> None:
+def bench_many_large(r: Any, url: str, where: str, connect: bool = False) -> None:
     """The same :data:`LARGE_ENTRIES` entries in one stream and over 100,000 streams, read
-    with a group and without one (a driver of its own each), on ``where``."""
+    with a group and without one (a driver of its own each), on ``where``; with ``connect``,
+    the read without a group again from a Spark Connect client (a server of its own)."""
     _fill_large(r)
     print(f"{where}: {LARGE_ENTRIES:,} entries (~80 B) in 1 stream and over "
           f"{LARGE_STREAMS[-1]:,} streams, one AvailableNow query each, default options:")
+    ways = [("with a group", "large", "-"), ("without a group", "-", "-")]
+    server = None
+    if connect:
+        from tests.harness.spark_connect import ConnectServer
+
+        server = ConnectServer(Path(tempfile.mkdtemp(prefix="bench-connect-"))).start()
+        ways.append(("no group, Connect", "-", server.remote))
     runs = {}
-    for way, group in (("with a group", "large"), ("without a group", "-")):
-        res = runs[way] = sub_driver("large", url, ",".join(map(str, LARGE_STREAMS)), group)
-        one = res[str(LARGE_STREAMS[0])]
-        for n in LARGE_STREAMS:
-            x = res[str(n)]
-            assert x["rows"] == LARGE_ENTRIES, (way, n, x)
-            logs = ", ".join(f"{b / 1024:,.0f}" for b in x["offset_log_bytes"])
-            print(f"  {way:<15} {n:>7,} streams: {x['seconds']:6.2f} s = "
-                  f"{x['seconds'] / one['seconds']:5.2f}x one stream; {x['batches']} batches; "
-                  f"{x['commands']:,} Redis commands ({x['commands'] / n:,.1f} per stream); "
-                  f"offset log {logs} KB; peak RSS JVM {x['jvm_peak_mb']:,.0f} MiB, source "
-                  f"runner {x['runner_peak_mb']:,.0f} MiB", flush=True)
+    try:
+        for way, group, remote in ways:
+            res = runs[way] = sub_driver("large", url, ",".join(map(str, LARGE_STREAMS)),
+                                         group, remote)
+            one = res[str(LARGE_STREAMS[0])]
+            for n in LARGE_STREAMS:
+                x = res[str(n)]
+                assert x["rows"] == LARGE_ENTRIES, (way, n, x)
+                logs = ", ".join(f"{b / 1024:,.0f}" for b in x["offset_log_bytes"])
+                heard = ("" if x["listener_bytes_max"] is None
+                         else f", a listener's {x['listener_bytes_max'] / 1024:,.0f} KB")
+                print(f"  {way:<17} {n:>7,} streams: {x['seconds']:6.2f} s = "
+                      f"{x['seconds'] / one['seconds']:5.2f}x one stream; {x['batches']} "
+                      f"batches; {x['commands']:,} Redis commands ({x['commands'] / n:,.1f} per "
+                      f"stream); offset log {logs} KB; peak RSS JVM {x['jvm_peak_mb']:,.0f} MiB,"
+                      f" source runner {x['runner_peak_mb']:,.0f} MiB; largest progress event "
+                      f"{x['progress_bytes_max'] / 1024:,.0f} KB{heard}, lastProgress "
+                      f"{x['last_progress_s'] * 1000:,.0f} ms, recentProgress "
+                      f"{x['recent_progress_s'] * 1000:,.0f} ms", flush=True)
+    finally:
+        if server is not None:
+            server.stop()
     FIGURES[f"large_streams_{where}"] = {"entries": LARGE_ENTRIES, "runs": runs}
 
 
@@ -1118,7 +1194,7 @@ def bench_many(r: redis.Redis, port: int, quiet_seconds: float = 6) -> None:
     FIGURES["many_streams"] = {"entries": MANY_ENTRIES, "runs": res,
                                "plain_seconds": {str(k): v for k, v in plain.items()}}
     r.flushall()
-    bench_many_large(r, url, "one node")
+    bench_many_large(r, url, "one node", connect=True)
 
 
 def bench_reader(r: redis.Redis, port: int, n: int) -> None:
@@ -1339,7 +1415,7 @@ def main() -> None:
         print(json.dumps(run_many(*sys.argv[2:5])))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "large":
-        print(json.dumps(run_many_large(*sys.argv[2:5])))
+        print(json.dumps(run_many_large(*sys.argv[2:6])))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "tick":
         print(json.dumps(run_tick(float(sys.argv[2]))))
