@@ -168,6 +168,39 @@ def test_any_offset_packs_and_unpacks_to_itself_or_is_written_out(streams, joine
     assert PositionOffset.from_json(json.loads(json.dumps(offset.to_json()))) == offset
 
 
+@settings(max_examples=300)
+@given(st.dictionaries(_names, _positions, min_size=1, max_size=40), st.data())
+def test_sections_over_the_first_sections_names_pack_as_bitmaps_and_read_back(streams, data):
+    """The streams that joined (and those read whole) are streams of the offset: their names
+    are packed as a bitmap over the first section's (body version 2), read back unchanged; a
+    body without such a section stays version 1, which every version reads."""
+    names = sorted(streams)
+    joined = {n: data.draw(_positions) for n in data.draw(st.sets(st.sampled_from(names)))}
+    whole = data.draw(st.sets(st.sampled_from(names), max_size=5))
+    text = pack([streams, joined], sorted(whole))
+    if text is None:  # an ID or a name that cannot be packed (the test above)
+        return
+    (s, j), w = unpack(text, 2, Position)
+    assert (s, j, set(w)) == (streams, joined, whole)
+    assert zlib.decompress(base64.b64decode(text))[0] == (2 if joined or whole else 1)
+
+
+# Packed by the version before bitmaps (body version 1): streams a, b, c; a and c joined
+# (at "earliest" before 1700000000000-0, and at 0-0); b read whole.
+_BODY_1 = ("eAFjZGaAAFYozZDx9Hw3IwNDIkMSQzJMLAXKOAETgNIwzUD1YMAGpWEUF5TBBKVh6mHyiQzJ/9Mh9sGE"
+           "/kMBjA8zGhcNU5cEY6DTABBhEeU=")
+
+
+def test_a_checkpoint_packed_before_bitmaps_reads_the_same():
+    streams = {"a": Position("1700000000000-0", 5), "b": Position("1700000000100-3", None),
+               "c": Position("1700000000200-1", 9)}
+    joined = {"a": Position(f"1699999999999-{2**64 - 1}", 0), "c": Position("0-0", 0)}
+    assert unpack(_BODY_1, 2, Position) == ([streams, joined], ["b"])
+    now = pack([streams, joined], ["b"])
+    assert now is not None and zlib.decompress(base64.b64decode(now))[0] == 2
+    assert unpack(now, 2, Position) == ([streams, joined], ["b"])
+
+
 def test_many_streams_are_packed_and_cost_a_fraction_of_the_written_out_form():
     streams = {f"device:{i:06d}": Position(f"{1_764_300_000_000 + i * 7919 % 3_600_000}-0",
                                            i % 500) for i in range(PACK_FROM)}
