@@ -5,7 +5,8 @@ every batch's offset in its checkpoint's offset log and in each progress event. 
 no Spark); round trips are property-tested (``tests/unit/test_positions.py``).
 
 The body holds each section (the streams' positions, the streams that joined and where they
-started, the streams read whole) sorted by name, as columns: the names joined by NUL, then the
+started, the streams read whole) sorted by name, as columns: the names joined by NUL (a later
+section that names only streams of the first: a bitmap over the first's names), then the
 positions' milliseconds (less the section's smallest), sequence numbers and entries-added
 counts (+1; 0: not known) as little-endian unsigned 64-bit integers. Deflated (zlib, its
 fastest level: names that share prefixes and numbers of similar size shrink most) and written
