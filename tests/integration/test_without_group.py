@@ -3,11 +3,13 @@ checkpoint, nothing written to Redis, a read-only ACL user enough; losses report
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import threading
 import time
 import uuid
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -402,6 +404,30 @@ def test_a_restart_from_a_packed_checkpoint_reads_exactly_the_rest(spark, redis_
     assert sum(input_rows(q)) == len(streams[::9])
     got = _parquet_entries(out)
     assert set(got) == set(produced) and max(got.values()) == 1
+
+
+def test_a_new_driver_replays_the_batch_its_streams_joined_from_its_packed_offset(
+        redis_server):
+    """The batch in which PACK_FROM streams join is packed with their starts as a bitmap over
+    the offset's names (packed body version 2; version 1's restart: the test above): a new
+    driver given that batch's offsets through JSON, as Spark's log keeps them, reads exactly
+    its entries, then plans and reads exactly the rest."""
+    r = redis_server.client()
+    streams = [f"bm{uuid.uuid4().hex[:6]}:{i:05d}" for i in range(PACK_FROM)]
+    pipe = r.pipeline(transaction=False)
+    for name in streams:
+        pipe.xadd(name, {"n": "1"})
+        pipe.xadd(name, {"n": "2"})
+    ids = [i.decode() for i in pipe.execute()]
+    reader = _reader(redis_server.url, ",".join(streams), maxEntriesPerTrigger=str(PACK_FROM))
+    start = reader.initialOffset()
+    end = json.loads(json.dumps(reader.latestOffset(start, ReadMaxRows(PACK_FROM))))
+    assert end["v"] == 2 and zlib.decompress(base64.b64decode(end["packed"]))[0] == 2
+    again = _reader(redis_server.url, ",".join(streams), maxEntriesPerTrigger=str(PACK_FROM))
+    assert sorted(_read(again, start, end)) == sorted(ids[0::2])  # each stream's first
+    rest = again.latestOffset(end, ReadMaxRows(PACK_FROM))
+    assert sorted(_read(again, end, rest)) == sorted(ids[1::2])
+    assert again.latestOffset(rest, ReadMaxRows(PACK_FROM)) == rest
 
 
 def test_latest_is_kept_from_a_run_that_read_nothing(spark, redis_server, tmp_path):
