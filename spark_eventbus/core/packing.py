@@ -113,10 +113,9 @@ def _section(section: Mapping[str, Positioned],
     """A section: its names (or, when ``first`` — the first section's names and their index —
     holds them all, a bitmap over those: then True), then its positions' columns."""
     names = sorted(section)
-    subset = first is not None and bool(names) and all(n in first for n in names)
-    if subset:
-        assert first is not None
-        size, raw = _SUBSET, _bitmap(names, first, len(first))
+    subset = False
+    if first is not None and names and all(n in first for n in names):
+        subset, size, raw = True, _SUBSET, _bitmap(names, first, len(first))
     else:
         raw = _names(names)
         size = len(raw)
@@ -170,9 +169,9 @@ def unpack(text: str, sections: int, make: Callable[[str, int | None], T]
             (count, size, base), at = _column(body, at, 3)
             if size == _SUBSET and body[0] == _BODY_SUBSETS and index:
                 size = (len(first) + 7) // 8
-                names = _from_bitmap(body[at:at + size], first)
                 if len(body[at:at + size]) != size:
                     raise ValueError("a bitmap cut short")
+                names = _from_bitmap(body[at:at + size], first)
             else:
                 names = bytes(body[at:at + size]).decode("utf-8", "surrogatepass").split(
                     "\0") if count else []
