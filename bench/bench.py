@@ -983,16 +983,14 @@ def large_names(n: int) -> list[str]:
     return [f"bench:large:{n}:{i}" for i in range(n)]
 
 
-def _fill_large(r: Any) -> None:
-    """:data:`LARGE_ENTRIES` entries (~80 B) into each stream count of :data:`LARGE_STREAMS`,
-    spread evenly; pipelined in rounds (a cluster pipeline splits each round by node)."""
-    for n in LARGE_STREAMS:
-        names = large_names(n)
-        for lo in range(0, LARGE_ENTRIES, 20_000):
-            pipe = r.pipeline(transaction=False)
-            for i in range(lo, min(LARGE_ENTRIES, lo + 20_000)):
-                pipe.xadd(names[i % n], {"n": str(i), "payload": "x" * 60})
-            pipe.execute()
+def spread(r: Any, names: list[str], entries: int) -> None:
+    """``entries`` entries (~80 B) spread evenly over the streams ``names``, pipelined in rounds
+    of 20,000 (``r`` a node's client or a cluster's: its pipeline splits each round by node)."""
+    for lo in range(0, entries, 20_000):
+        pipe = r.pipeline(transaction=False)
+        for i in range(lo, min(entries, lo + 20_000)):
+            pipe.xadd(names[i % len(names)], {"n": str(i), "payload": "x" * 60})
+        pipe.execute()
 
 
 def _progress_json(progress: Any) -> str:
@@ -1098,7 +1096,8 @@ def bench_many_large(r: Any, url: str, where: str, connect: bool = False) -> Non
     """The same :data:`LARGE_ENTRIES` entries in one stream and over 100,000 streams, read
     with a group and without one (a driver of its own each), on ``where``; with ``connect``,
     the read without a group again from a Spark Connect client (a server of its own)."""
-    _fill_large(r)
+    for n in LARGE_STREAMS:
+        spread(r, large_names(n), LARGE_ENTRIES)
     print(f"{where}: {LARGE_ENTRIES:,} entries (~80 B) in 1 stream and over "
           f"{LARGE_STREAMS[-1]:,} streams, one AvailableNow query each, default options:")
     ways = [("with a group", "large", "-"), ("without a group", "-", "-")]
@@ -1163,10 +1162,7 @@ def bench_many(r: redis.Redis, port: int, quiet_seconds: float = 6) -> None:
     plain = {}
     for n in MANY_STREAMS:
         names = many_names(n)
-        pipe = r.pipeline(transaction=False)
-        for i in range(MANY_ENTRIES):
-            pipe.xadd(names[i % n], {"n": str(i), "payload": "x" * 60})
-        pipe.execute()
+        spread(r, names, MANY_ENTRIES)
         plain[n], got = plain_many(r, names, "plain")
         assert got == MANY_ENTRIES, got
     url = f"redis://127.0.0.1:{port}/0"
@@ -1378,11 +1374,7 @@ def bench_cluster_many(rc: Any, url: str, quiet_seconds: float = 6) -> None:
     1,000 streams, one query each in one driver; then quiet triggers over the 1,000 (Redis
     commands counted on every master)."""
     for n in CLUSTER_MANY:
-        names = many_names(n)
-        pipe = rc.pipeline(transaction=False)
-        for i in range(MANY_ENTRIES):
-            pipe.xadd(names[i % n], {"n": str(i), "payload": "x" * 60})
-        pipe.execute()
+        spread(rc, many_names(n), MANY_ENTRIES)
     res = sub_driver("many", url, ",".join(map(str, CLUSTER_MANY)), str(quiet_seconds))
     one = res["1"]["seconds"]
     print(f"cluster, many streams ({MANY_ENTRIES:,} entries, 3 masters, one query each):")
