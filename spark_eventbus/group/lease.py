@@ -82,7 +82,10 @@ class ConsumerLease:
         try:
             leases.leases(ops, "release", run, self.owner)
         except EventBusError as exc:
-            log.debug("spark-eventbus: could not release the consumer leases: %s", exc)
+            log.warning("spark-eventbus: could not give back the consumer leases of the "
+                        "streams that left: %s (they expire on their own; until then a query "
+                        "with consumer %r on them waits for them up to %.0f s)", exc,
+                        self.consumer, self._wait_s())
 
     def _take(self, ops: dict[str, ConsumerOps], run: str) -> None:
         # One pipelined acquire of every lease; only those another query holds are waited for.
@@ -188,4 +191,7 @@ class ConsumerLease:
             leases.leases(list(self.ops.values()), "release", run, self.owner)
             leases.stop_heartbeat(self.spec, self.owner)
         except EventBusError as exc:
-            log.debug("spark-eventbus: could not release the consumer leases: %s", exc)
+            log.warning("spark-eventbus: could not give back the consumer leases: %s (they "
+                        "expire on their own; until then a query with consumer %r on these "
+                        "streams waits for them up to %.0f s)", exc, self.consumer,
+                        self._wait_s())

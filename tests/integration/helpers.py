@@ -92,6 +92,38 @@ def wait_for(cond: Callable[[], bool], timeout: float = 120, what: str = "condit
     raise AssertionError(f"timed out waiting for {what}")
 
 
+RUNNER_MODULE = "pyspark.sql.streaming.python_streaming_source_runner"
+
+
+def source_runners(spark: SparkSession) -> set[int]:
+    """PIDs of the live streaming source runners of this classic session's JVM: the Python
+    process Spark starts for each query with a Python source (its driver side), which the JVM
+    stops with SIGTERM when the query stops and does not wait for."""
+    jvm = int(spark._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
+    found: set[int] = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:  # gone meanwhile
+            continue
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == jvm and state != "Z" and RUNNER_MODULE.encode() in cmdline:
+            found.add(int(proc.name))
+    return found
+
+
+def process_gone(pid: int) -> bool:
+    """``pid`` has exited (a zombie its parent has not reaped yet counts as exited)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
 def pending(r: redis.Redis, stream: str, group: str) -> int:
     return int(r.xpending(stream, group)["pending"])
 
