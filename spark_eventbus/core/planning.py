@@ -153,8 +153,11 @@ def pack_partitions(streams: Mapping[str, StreamBatch], num_partitions: int
     chunks: list[list[tuple[str, ClaimedRange]]] = [[] for _ in range(n)]
     reclaimed: list[list[tuple[str, tuple[str, int]]]] = [[] for _ in range(n)]
     heap = [(0, i) for i in range(n)]  # (load, bin): the lightest bin, lowest on ties
-    units = sorted(((name, c) for name, b in streams.items() for c in b.chunks),
-                   key=lambda u: (-u[1].count, u[0], StreamId.parse(u[1].first)))
+    # biggest first, then by name, then by first ID: each stream's chunks put in ID order
+    # first (only a stream of several needs its IDs parsed), then a stable sort by the rest
+    units = [(name, c) for name, b in streams.items() for c in (
+        b.chunks if len(b.chunks) < 2 else sorted(b.chunks, key=_first_id))]
+    units.sort(key=lambda u: (-u[1].count, u[0]))
     for name, chunk in units:
         load, i = heapq.heappop(heap)
         chunks[i].append((name, chunk))
@@ -173,10 +176,14 @@ def pack_partitions(streams: Mapping[str, StreamBatch], num_partitions: int
             by_stream.setdefault(name, ([], []))[1].append(entry)
         if by_stream:
             out.append(tuple(
-                Slice(name, tuple(cs) if len(cs) == 1 else
-                      tuple(sorted(cs, key=lambda c: StreamId.parse(c.first))), tuple(rs))
+                Slice(name, tuple(cs) if len(cs) == 1 else tuple(sorted(cs, key=_first_id)),
+                      tuple(rs))
                 for name, (cs, rs) in sorted(by_stream.items())))
     return out
+
+
+def _first_id(chunk: ClaimedRange) -> StreamId:
+    return StreamId.parse(chunk.first)
 
 
 def split_id_range(first_ms: int, last_ms: int, parts: int) -> list[tuple[int, int]]:

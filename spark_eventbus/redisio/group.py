@@ -24,7 +24,7 @@ from typing import Any
 from ..core import resp
 from ..core.capabilities import streams_too_old
 from ..core.ids import StreamId
-from ..core.keys import lease_key, loss_key, plan_key
+from ..core.keys import consumer_keys
 from ..core.offsets import ClaimedRange, StreamBatch
 from ..errors import ConfigError
 from .base import Redis, ResponseError
@@ -151,9 +151,7 @@ class ConsumerOps:
         self.stream = stream
         self.group = group
         self.consumer = consumer
-        self.plan_key = plan_key(stream, group, consumer)
-        self.lease_key = lease_key(stream, group, consumer)
-        self.loss_key = loss_key(stream, group, consumer)
+        self.plan_key, self.lease_key, self.loss_key = consumer_keys(stream, group, consumer)
         self.redis = client(spec)
         self.cache_ack_ids = cache_ack_ids
         self._ack_ids: dict[ClaimedRange, bytes] = {}  # claimed chunk -> its IDs, RESP bulk strings

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from redis.crc import key_slot as redis_py_key_slot
 
 from spark_eventbus.core.keys import (
+    consumer_keys,
     derived_key,
     escape,
     glob_matches,
@@ -122,6 +123,15 @@ def test_property_distinct_inputs_give_distinct_keys_in_the_streams_slot(s1, s2,
     assert (k1 == k2) == (s1 == s2)
     assert key_slot(k1) == key_slot(s1)
     assert derived_key(s1, "plan", g, c) != derived_key(s1, "lease", g, c)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.sampled_from(TRICKY), st.text(max_size=12)),
+       st.one_of(st.sampled_from(TRICKY), st.text(max_size=6)), st.text(max_size=6))
+def test_property_a_consumers_keys_at_once_are_its_keys_one_by_one(stream, group, consumer):
+    assert consumer_keys(stream, group, consumer) == (
+        plan_key(stream, group, consumer), lease_key(stream, group, consumer),
+        loss_key(stream, group, consumer))
 
 
 @given(st.text(max_size=20))
