@@ -41,6 +41,7 @@ SINK_REGISTRY = "sink-registry"  # hash: batch id -> marker keys of that batch, 
 DLQ_MARKERS = "dlq"  # set: source IDs added to a dead-letter stream, not yet acked (cluster)
 REPLAY_MARKERS = "replay"  # set: dead-letter IDs added back to a stream, not yet deleted
 LOSSES = "loss"  # hash: batch seq -> what its replay found missing, per (stream, group, consumer)
+BATCH = "batch"  # string: a large batch's contents its offset names, per (consumer, run, seq)
 
 _ESCAPES = {"%": "%25", ":": "%3A", "{": "%7B", "}": "%7D"}
 _ESCAPE_TABLE = str.maketrans(_ESCAPES)
@@ -115,6 +116,13 @@ def consumer_keys(stream: str, group: str, consumer: str) -> tuple[str, str, str
     head = f"{{{slot_tag(stream)}}}:{PREFIX}:"
     body = f"{escape(stream)}:{escape(group)}:{escape(consumer)}"
     return f"{head}{PLAN}:{body}", f"{head}{LEASE}:{body}", f"{head}{LOSSES}:{body}"
+
+
+def batch_key(stream: str, group: str, consumer: str, run: str, seq: int) -> str:
+    """String holding the packed contents of batch (``run``, ``seq``) of one consumer, in the
+    slot of ``stream`` (the first stream of that batch), when its offset names it instead of
+    listing it (:data:`.offsets.NAME_FROM`)."""
+    return derived_key(stream, BATCH, group, consumer, run, str(seq))
 
 
 def loss_key(stream: str, group: str, consumer: str) -> str:

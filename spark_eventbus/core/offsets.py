@@ -19,11 +19,20 @@ packed instead (``"v": 3``, ``"count"``: how many, ``"packed"``: :func:`.packing
 * ``seq`` grows by one per batch; ``run`` identifies the checkpoint (set once by
   ``initialOffset``) so a claim plan left in Redis by a crashed driver is matched to its query.
 
+From :data:`NAME_FROM` bytes of packed contents on (some thousands of streams in a batch),
+the offset names the batch instead (``"v": 4``): the packed contents are kept in Redis under
+:func:`.keys.batch_key` (written before the offset is returned, on the replicas first with
+``waitReplicas``), and the offset holds what checks them: ``"count"`` streams, ``"entries"``,
+the ``"digest"`` of the contents and ``"at"``, the first stream (the key's slot). So Spark's
+offset log and each progress event stay small whatever the number of streams. Reading it
+needs Redis: :meth:`.group.driver.ReaderDriver.offset`.
+
 JSON of primitives with a fixed key order: Spark compares offsets as JSON text.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +42,11 @@ from .packing import PACK_FROM, pack_batch, unpack_batch
 
 VERSION = 2
 PACKED = 3  # the packed form (.packing.pack_batch), from PACK_FROM streams in a batch on
+NAMED = 4  # the batch named, its packed form kept in Redis (keys.batch_key)
+# Packed contents of at least this many bytes are named rather than written into the offset:
+# a progress event carries a batch's start and end offsets besides the source's report
+# (progress.DETAIL_BYTES), and stays under 64 KB with both.
+NAME_FROM = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -129,6 +143,41 @@ class BatchOffset:
             "streams": {name: self.streams[name].to_compact() for name in sorted(self.streams)},
         }
 
+    def describe(self) -> tuple[dict[str, Any], str | None]:
+        """The offset of this batch, and None; or from :data:`NAME_FROM` bytes of packed
+        contents on, the offset that names it (``"v": 4``) and the packed contents to keep
+        under :func:`.keys.batch_key` of its ``"at"`` stream before Spark gets the offset."""
+        out = self.to_json()
+        body = out.get("packed")
+        if out["v"] != PACKED or not isinstance(body, str) or len(body) < NAME_FROM:
+            return out, None
+        return {"v": NAMED, "run": self.run, "seq": self.seq, "count": len(self.streams),
+                "entries": self.count, "at": min(self.streams), "digest": digest(body)}, body
+
+    @staticmethod
+    def names_contents(data: Mapping[str, Any]) -> bool:
+        """Whether ``data`` is an offset that names its batch (:meth:`describe`)."""
+        return data.get("v") == NAMED and data.get("kind") is None
+
+    @classmethod
+    def from_named(cls, data: Mapping[str, Any], body: str) -> BatchOffset:
+        """The batch of an offset that names it (:meth:`describe`), from the contents kept in
+        Redis; refused unless they are the ones it names (digest, streams and entries)."""
+        if digest(body) != data.get("digest"):
+            raise EventBusError(
+                f"batch {data.get('seq')} of checkpoint run {data.get('run')}: the contents "
+                "kept in Redis for it are not the ones its offset names (digest differs); the "
+                "key was overwritten. Start the query with a new checkpointLocation (its "
+                "entries stay pending in the group and are reclaimed after claimMinIdleMs).")
+        batch = cls.from_json({"v": PACKED, "run": data["run"], "seq": data["seq"],
+                               "count": data["count"], "packed": body})
+        if len(batch.streams) != data.get("count") or batch.count != data.get("entries"):
+            raise EventBusError(
+                f"batch {data.get('seq')} of checkpoint run {data.get('run')}: its contents "
+                f"hold {len(batch.streams)} streams and {batch.count} entries, its offset says "
+                f"{data.get('count')} and {data.get('entries')}.")
+        return batch
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BatchOffset:
         version = data.get("v")
@@ -142,10 +191,15 @@ class BatchOffset:
             return cls(run=str(data["run"]), seq=int(data["seq"]), streams={
                 name: StreamBatch(tuple(ClaimedRange(*c) for c in chunks), tuple(reclaimed))
                 for name, (chunks, reclaimed) in unpack_batch(data["packed"]).items()})
+        if version == NAMED:  # a programming error: such an offset is read through Redis
+            raise EventBusError(
+                f"batch {data.get('seq')} of checkpoint run {data.get('run')} names its "
+                "contents in Redis; the query's driver reads them (ReaderDriver.offset).")
         if version != VERSION:
             raise EventBusError(
                 f"checkpoint offset {dict(data)!r} was written by another version of "
-                f"spark-eventbus (offset format v{VERSION} or v{PACKED} expected); start the "
+                f"spark-eventbus (offset format v{VERSION}, v{PACKED} or v{NAMED} expected); "
+                "start the "
                 "query with a new checkpointLocation."
             )
         return cls(
@@ -157,3 +211,8 @@ class BatchOffset:
     @property
     def count(self) -> int:
         return sum(sb.count for sb in self.streams.values())
+
+
+def digest(body: str) -> str:
+    """What an offset that names its batch checks the kept contents with."""
+    return hashlib.sha256(body.encode()).hexdigest()[:32]

@@ -8,15 +8,19 @@ pre-claim before closing on the planning thread.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 
 from ..core.offsets import BatchOffset, StreamBatch
+from ..errors import EventBusError
 from ..options.reader import ReaderOptions
-from ..redisio import ConsumerOps, acks, plans
+from ..redisio import ConsumerOps, acks, manifests, plans
 from .claimer import Claimer
 from .ledger import ClaimState
 from .loss_reports import SourceMetrics
+
+log = logging.getLogger("spark_eventbus")
 
 # trimAcked: every stream is trimmed every this many trims (the others, only the streams the
 # query acked since the last one)
@@ -93,7 +97,23 @@ class Closer:
         self.ack(committed)
         plans.drop_plans(ops, [list(found[name]) for name in names])
         ledger.forget_written(committed.run, committed.seq)
+        self._drop_contents(committed.seq)
         self._trim_acked()
+
+    def _drop_contents(self, committed: int) -> None:
+        """The kept contents of large batches before ``committed`` (closed now): no offset
+        Spark gives back names them any more. The committed batch's own stay until the next
+        close: a restart gives its offset back as the next batch's start. Best effort: a key
+        left behind expires (BOOKKEEPING_TTL_MS)."""
+        # a copy first: the planning thread records the batches it reads meanwhile
+        done = sorted(seq for seq in list(self.claims.contents) if seq < committed)
+        keys = [k for k in (self.claims.contents.pop(seq, None) for seq in done) if k]
+        if not keys:
+            return
+        try:
+            manifests.drop(self.options.connection, keys)
+        except EventBusError as exc:
+            log.debug("spark-eventbus: could not drop the contents of closed batches: %s", exc)
 
     def ack(self, offset: BatchOffset) -> None:
         """ackMode=commit: ack every entry of batch ``offset`` (once)."""

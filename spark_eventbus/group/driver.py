@@ -30,9 +30,10 @@ from typing import Any
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from ..core.capabilities import require_scripting
-from ..core.keys import BOOKKEEPING_TTL_MS
+from ..core.keys import BOOKKEEPING_TTL_MS, batch_key
 from ..core.offsets import BatchOffset, StreamBatch
 from ..core.planning import first_claim_allowance, preclaim_allowance, should_wait
+from ..errors import EventBusError
 from ..options.reader import ReaderOptions
 from ..redisio import (
     Barrier,
@@ -40,9 +41,11 @@ from ..redisio import (
     Probe,
     acks,
     capabilities_of,
+    manifests,
     plans,
     preflight,
     probes,
+    text,
     wait_for_writes,
 )
 from .claimer import Claimer
@@ -67,6 +70,12 @@ def _plan_barrier(key: str, run: str, seq: int, batch: StreamBatch) -> Barrier:
         plan = json.loads(raw)
         return bool(plan.get("run") == run and StreamBatch.from_json(plan).count == batch.count)
     return Barrier(key, BOOKKEEPING_TTL_MS, ("HGET", key, str(seq)), same)
+
+
+def _contents_barrier(key: str, body: str) -> Barrier:
+    """waitReplicas: a large batch's contents, kept under ``key``, must be on the primary."""
+    return Barrier(key, BOOKKEEPING_TTL_MS, ("GET", key),
+                   lambda raw: raw is not None and text(raw) == body)
 
 
 class ReaderDriver:
@@ -103,6 +112,9 @@ class ReaderDriver:
         # latestOffset's probe when it claimed nothing: what reportLatestOffset shows then
         self.quiet_probes: list[Probe] | None = None
         self.last_offset: BatchOffset | None = None  # the batch latestOffset returned last
+        # the last two batches returned or read, by (run, seq): commit(end) and the next
+        # latestOffset(start) give them back
+        self._recent: dict[tuple[str, int], BatchOffset] = {}
 
     def _delete_at_ack(self) -> None:
         """deleteAtAck: on a server with ``XACKDEL`` each ack also deletes what every group has
@@ -151,13 +163,66 @@ class ReaderDriver:
                      ", ".join(op.stream for op in joined[:10]))
         return bool(joined)
 
-    def offset(self, start: dict) -> BatchOffset:
-        """``start`` parsed; the batch this driver returned last is not parsed again (with
-        thousands of streams that costs more than a quiet trigger's Redis work)."""
-        last = self.last_offset
-        if last is not None and start.get("run") == last.run and start.get("seq") == last.seq:
-            return last
-        return BatchOffset.from_json(start)
+    def offset(self, data: dict, exact: bool = False) -> BatchOffset:
+        """An offset Spark gives back, parsed; the last two batches this driver returned or
+        read are not parsed again (with thousands of streams that costs more than a quiet
+        trigger's Redis work). An offset that names its batch (:data:`.offsets.NAME_FROM`) is
+        read from the contents kept in Redis; if they are gone, from the batch's claim plans
+        (:meth:`_rebuilt`; ``exact``: a batch Spark runs again, which must be the same)."""
+        key = (data.get("run"), data.get("seq"))
+        known = self._recent.get(key)  # type: ignore[arg-type]
+        if known is not None:
+            return known
+        if not BatchOffset.names_contents(data):
+            return BatchOffset.from_json(data)
+        run, seq = str(data["run"]), int(data["seq"])
+        name = batch_key(str(data["at"]), self.opts.group or "", self.opts.consumer_name, run,
+                         seq)
+        body = manifests.read(self.opts.connection, name)
+        batch = BatchOffset.from_named(data, body) if body is not None \
+            else self._rebuilt(data, name, exact)
+        self._remember(batch, name)
+        return batch
+
+    def _rebuilt(self, data: dict, name: str, exact: bool) -> BatchOffset:
+        """A batch whose kept contents are gone (a failover that lost them, a key deleted or
+        expired), from the plans of its claims, which stay until the batch after it closes.
+        Exact when they hold the streams and entries the offset names; otherwise a batch
+        Spark runs again (``exact``) cannot be, and the query stops; an acked one is acked
+        as far as the plans say (what is left stays pending and is reclaimed)."""
+        run, seq = str(data["run"]), int(data["seq"])
+        ops = list(self.ops.values())
+        streams = {op.stream: b for op, b in zip(ops, plans.plans(ops, run, seq), strict=True)
+                   if b}
+        batch = BatchOffset(run, seq, streams)
+        if len(streams) == data.get("count") and batch.count == data.get("entries"):
+            log.warning("spark-eventbus: the contents of batch %d (key %s) were gone from "
+                        "Redis; rebuilt from its claim plans (%d streams, %d entries, as its "
+                        "offset names)", seq, name, len(streams), batch.count)
+            return batch
+        what = (f"batch {seq} of this query (checkpoint run {run}) names its contents in Redis "
+                f"({name}: {data.get('count')} streams, {data.get('entries')} entries), and "
+                f"they are gone; its claim plans hold {len(streams)} streams, {batch.count} "
+                "entries")
+        if exact:
+            raise EventBusError(
+                f"{what}, so Spark cannot run it again as it was. Start the query with a new "
+                "checkpointLocation: nothing is lost, the entries of that batch stay pending "
+                "in the group and are reclaimed after claimMinIdleMs (with waitReplicas the "
+                "contents reach the replicas before Spark logs a batch, and a failover keeps "
+                "them).")
+        log.warning("spark-eventbus: %s; acking what the plans hold (the rest stays pending "
+                    "and is reclaimed after claimMinIdleMs: delivered again, never lost)", what)
+        return batch
+
+    def _remember(self, batch: BatchOffset, name: str | None) -> None:
+        """The last two batches returned or read (``name``: the key of their contents in
+        Redis, dropped when the batch after them closes)."""
+        self._recent[(batch.run, batch.seq)] = batch
+        for old in sorted(self._recent, key=lambda k: k[1])[:-2]:
+            del self._recent[old]
+        if name is not None:
+            self.claims.contents[batch.seq] = name
 
     def plan(self, start: dict, limit: ReadLimit) -> dict:
         """``latestOffset``: plan the next batch: recover what is already claimed for it, then
@@ -245,20 +310,28 @@ class ReaderDriver:
             self.closer.close_committed(begin)
             self.claims.idle = (begin.run, seq)
             return start  # the very same object: Spark compares offsets as JSON text
+        batch = BatchOffset(begin.run, seq, batches)
+        out, body = batch.describe()
+        kept: list[Barrier] = []
+        if body is not None:  # a large batch: its offset names the contents kept in Redis
+            name = batch_key(out["at"], o.group or "", o.consumer_name, begin.run, seq)
+            manifests.keep(o.connection, name, body)
+            kept.append(_contents_barrier(name, body))
         # waitReplicas / waitAof: Spark logs this batch only once its plans (and any dead
-        # letters the reclaim wrote beside them) are on the replicas, so that it replays
-        # exactly from the new primary after a failover.
+        # letters the reclaim wrote beside them, and its kept contents) are on the replicas,
+        # so that it replays exactly from the new primary after a failover.
         if o.connection.waits:
             wait_for_writes(o.connection, [
-                _plan_barrier(self.ops[n].plan_key, begin.run, seq, b)
-                for n, b in batches.items() if b], f"recording the claim plan of batch {seq}",
-                no_task_retry=True)
+                *(_plan_barrier(self.ops[n].plan_key, begin.run, seq, b)
+                  for n, b in batches.items() if b), *kept],
+                f"recording the claim plan of batch {seq}", no_task_retry=True)
         self.claimer.reports.shipped(batches)  # before the pre-claim thread counts again
         self.telemetry.planned(batches, time.monotonic() - began, len(self.ops))
         self._start_prefetch(begin, budget, seq + 1, batches)
         self.claims.last_batch_at = time.monotonic()
-        self.last_offset = BatchOffset(begin.run, seq, batches)
-        return self.last_offset.to_json()
+        self.last_offset = batch
+        self._remember(batch, kept[0].key if kept else None)
+        return out
 
     def _hold_back(self, limit: ReadLimit, used: int) -> bool:
         """``minEntriesPerTrigger``: whether the next batch waits, with ``used`` entries already

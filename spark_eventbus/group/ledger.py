@@ -45,6 +45,9 @@ class ClaimState:
     # record when this driver first planned (redisio.plans.left_behind), and streams that
     # joined later with either. None: not looked yet (every stream counts).
     earlier: set[str] | None = None
+    # batch seq -> the key of its contents in Redis (a large batch: its offset names them),
+    # for the batches this driver returned or read; dropped when the batch after closes
+    contents: dict[int, str] = field(default_factory=dict)
 
 
 class BatchLedger:

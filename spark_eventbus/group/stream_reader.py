@@ -90,7 +90,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         if start == end:
             return []
-        batch = self.driver.offset(end)
+        batch = self.driver.offset(end, exact=True)  # the same batch on every run of it
         if not batch.streams:  # the warm-up batch (latestOffset): tasks that read nothing
             return [SlicePartition(self.spec, (), batch.run, batch.seq)
                     for _ in range(self.options.num_partitions)]
@@ -107,7 +107,7 @@ class EventBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_slices(partition)
 
     def commit(self, end: dict) -> None:
-        self.driver.commit(BatchOffset.from_json(end))
+        self.driver.commit(self.driver.offset(end))
 
     def stop(self) -> None:
         """The query stops. Give the consumer leases back (first: the JVM may kill this process

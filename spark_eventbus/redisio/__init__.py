@@ -18,13 +18,14 @@
   (claim plans, loss records), :mod:`.probes` (group state, news, lag, progress),
   :mod:`.leases` (consumer leases, heartbeat), :mod:`.discovery` (``streamPattern``).
 * :mod:`.losses` — entries a replayed batch no longer finds: per-ID replay, acks, loss records.
+* :mod:`.manifests` — the contents of large batches, which their offsets name.
 
 May import: core.
 """
 
 from __future__ import annotations
 
-from . import acks, claims, discovery, leases, plans, probes
+from . import acks, claims, discovery, leases, manifests, plans, probes
 from .base import RedisError, ResponseError
 from .boundary import GROUP_GONE_FIX, redis_errors, translate
 from .capabilities import capabilities_of, check_scripting, server_capabilities
@@ -95,6 +96,7 @@ __all__ = [
     "key_type",
     "leases",
     "loss_records",
+    "manifests",
     "new_client",
     "plans",
     "preflight",

@@ -200,11 +200,11 @@ def test_offsets_are_compact_and_other_formats_are_refused_naming_the_fix():
     assert BatchOffset.from_json(js) == off
     one = json.dumps({"s": StreamBatch((chunk,)).to_compact()}, separators=(",", ":"))
     assert len(one) - len('{"s":}') <= 40  # a stream with one range: well under 60 bytes
-    for other in (1, 4, None):  # another format: refused, naming the fix
+    for other in (1, 5, None):  # another format: refused, naming the fix
         with pytest.raises(EventBusError,
-                           match=r"format v2 or v3 expected.*new checkpointLocation"):
+                           match=r"format v2, v3 or v4 expected.*new checkpointLocation"):
             BatchOffset.from_json({**js, "v": other})
-    with pytest.raises(EventBusError, match=r"format v2 or v3 expected"):  # v3: packed
+    with pytest.raises(EventBusError, match=r"format v2, v3 or v4 expected"):  # v3: packed
         BatchOffset.from_json({**js, "v": 3})
 
 

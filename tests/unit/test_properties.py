@@ -102,7 +102,7 @@ def test_offsets_survive_a_json_round_trip(run, seq, streams):
 
 
 def test_an_offset_of_another_version_names_the_version_expected():
-    with pytest.raises(Exception, match="offset format v2 or v3 expected"):
+    with pytest.raises(Exception, match="offset format v2, v3 or v4 expected"):
         BatchOffset.from_json({"v": 99, "run": "r", "seq": 0, "streams": {}})
 
 
@@ -160,6 +160,44 @@ def test_a_batch_of_many_streams_is_packed_and_read_back():
     assert json.dumps(back.to_json()) == json.dumps(data)  # Spark compares offsets as text
     odd = BatchOffset("r", 4, {**streams, "a\0b": StreamBatch((ClaimedRange("1-0", "2-0", 2),))})
     assert odd.to_json()["v"] == 2 and BatchOffset.from_json(odd.to_json()) == odd
+
+
+def test_a_large_batch_is_named_by_its_offset_and_read_back_only_from_its_own_contents():
+    """From NAME_FROM bytes of packed contents on, the offset names the batch (v 4): a few
+    hundred bytes whatever the streams; the contents read back to the same batch, and any
+    other contents (another batch, a damaged copy) are refused."""
+    from spark_eventbus.core.offsets import NAME_FROM, NAMED, PACKED
+
+    def batch(n: int) -> BatchOffset:
+        return BatchOffset("r", 4, {f"device:{i:06d}": StreamBatch(
+            (ClaimedRange(f"{1_764_300_000_000 + i * 7919 % 3_600_000}-0",
+                          f"{1_764_300_000_000 + i * 7919 % 3_600_000 + 3}-1", 2 + i % 3),),
+            ((f"{1_764_200_000_000 + i}-0", 2),) if i % 100 == 0 else ()) for i in range(n)})
+
+    small, body = batch(1_000).describe()  # packed, under NAME_FROM: the offset lists it
+    assert small["v"] == PACKED and body is None and len(small["packed"]) < NAME_FROM
+    big = batch(100_000)
+    data, body = big.describe()
+    assert body is not None and len(body) >= NAME_FROM
+    assert data["v"] == NAMED and list(data) == [
+        "v", "run", "seq", "count", "entries", "at", "digest"]
+    assert data["count"] == 100_000 and data["entries"] == big.count
+    assert data["at"] == "device:000000" and len(json.dumps(data)) < 300
+    print(f"100,000 streams: offset {len(json.dumps(data))} B naming {len(body):,} B")
+    assert BatchOffset.names_contents(json.loads(json.dumps(data)))
+    assert not BatchOffset.names_contents(small)
+    back = BatchOffset.from_named(json.loads(json.dumps(data)), body)
+    assert back == big and back.describe() == (data, body)  # the same text again
+    with pytest.raises(Exception, match="reads them"):  # never without its contents
+        BatchOffset.from_json(data)
+    other = batch(100_001).describe()[1]
+    assert other is not None
+    with pytest.raises(Exception, match=r"not the ones its offset names.*checkpointLocation"):
+        BatchOffset.from_named(data, other)
+    with pytest.raises(Exception, match="not the ones its offset names"):
+        BatchOffset.from_named(data, body[:-8] + ("B" if body[-8] != "B" else "C") + body[-7:])
+    with pytest.raises(Exception, match=r"holds? 100000 streams.*says 99999"):
+        BatchOffset.from_named({**data, "count": 99_999}, body)
 
 
 @pytest.mark.parametrize("damage", [lambda t: t[:-8], lambda t: "!" + t[1:]])
