@@ -26,11 +26,12 @@ from typing import Any
 from ..redisio import ConsumerOps, GroupStats, total
 from .loss_reports import SourceMetrics
 
-# The per-stream part of a progress report at most (JSON bytes). With the aggregates, Spark's
-# own fields and the batch's start and end offsets (~250 B each once they name their batches,
-# offsets.NAME_FROM: some thousands of streams in a batch), a whole progress event stays under
-# 64 KB however many streams a query reads; below that the offsets list their streams.
-DETAIL_BYTES = 48 * 1024
+# The per-stream part of a progress report at most (JSON bytes, as json.dumps spaces it; Spark
+# writes it without the spaces). With the aggregates, Spark's own fields and the batch's start
+# and end offsets (~250 B each once they name their batches, offsets.NAME_FROM: some thousands
+# of streams in a batch), a whole progress event stays under 64 KB however many streams a
+# query reads; below that the offsets list their streams.
+DETAIL_BYTES = 60 * 1024
 # Past DETAIL_BYTES, the streams most behind shown after those of the planned batch.
 MOST_BEHIND = 100
 

@@ -11,7 +11,7 @@ import pytest
 import redis
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from spark_eventbus.core.keys import key_slot
+from spark_eventbus.core.keys import batch_key, key_slot
 from spark_eventbus.core.offsets import BatchOffset
 from tests.integration.helpers import (
     driver_reader,
@@ -131,6 +131,130 @@ def test_a_packed_batch_is_replayed_and_a_restart_reads_exactly_the_rest(spark, 
     got = [f"{s}/{i}" for s, i in zip(*pq.read_table(out).to_pydict().values(), strict=True)]
     assert len(got) == len(produced) and set(got) == produced
     assert sum(pending(r, s, names["group"]) for s in streams) == 0
+
+
+def _named_batch_query(spark: Any, r: redis.Redis, url: str, streams: list[str], group: str,
+                       tmp_path: Any, between: Any = None, **options: Any
+                       ) -> tuple[dict[str, Any], set[str], list[str], Any]:
+    """One entry in each of ``streams``; a query whose first batch (every stream: its offset
+    names the batch) fails once after Spark logged it; ``between`` runs before the same query
+    runs it again. Returns the logged offset, the entries produced and those written (once
+    per row), and ``run`` to run the query again."""
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+    from pyspark.errors import StreamingQueryException
+
+    pipe = r.pipeline(transaction=False)
+    for st in streams:
+        pipe.xadd(st, {"n": "1"})
+    produced = {f"{st}/{i.decode()}" for st, i in zip(streams, pipe.execute(), strict=True)}
+    out, chk = tmp_path / f"out-{group}", str(tmp_path / f"chk-{group}")
+    failed: list[int] = []
+
+    def write(df: Any, batch_id: int) -> None:
+        if not failed:  # the first attempt of the first batch fails, after Spark logged it
+            failed.append(batch_id)
+            raise RuntimeError("the sink failed once")
+        df.select("stream", "id").write.mode("append").parquet(str(out / str(batch_id)))
+
+    def run(checkpoint: str = chk) -> Any:
+        df = stream_df(spark, url, ",".join(streams), group, **options)
+        q = (df.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).start())
+        try:
+            assert q.awaitTermination(300)
+        except StreamingQueryException as exc:
+            return exc
+        return sum(p["numInputRows"] for p in q.recentProgress)
+
+    assert "the sink failed once" in str(run())  # batch 0 logged, not committed
+    logged = json.loads((Path(chk) / "offsets" / "0").read_text().splitlines()[-1])
+    if between is not None:
+        between(logged)
+    first = run()
+
+    def written() -> list[str]:
+        return [f"{s}/{i}" for s, i in zip(*pq.read_table(out).to_pydict().values(),
+                                            strict=True)]
+    return logged, produced, [first, run], written  # type: ignore[return-value]
+
+
+NAMED_STREAMS = 5_000  # ~21 KB of packed contents (one entry each): over offsets.NAME_FROM
+
+
+@pytest.mark.server
+def test_a_batch_its_offset_names_is_replayed_and_a_restart_reads_exactly_the_rest(
+        spark, redis_server, names, tmp_path):
+    """From NAME_FROM bytes of packed contents on, a batch's offset names it (v 4) and its
+    contents are kept in Redis: Spark's offset log holds a few hundred bytes for 5,000
+    streams; the batch, failed after Spark logged it, is run again from the kept contents;
+    more in every ninth stream is read exactly by a restart; each entry once, nothing
+    pending, and no kept contents left but the last committed batch's."""
+    from spark_eventbus.core.offsets import NAME_FROM, NAMED
+
+    r = redis_server.client()
+    streams = [f"{names['stream']}:{i:05d}" for i in range(NAMED_STREAMS)]
+    kept: list[int] = []
+
+    def contents(logged: dict[str, Any]) -> None:  # kept before Spark logged the offset
+        raw = r.get(batch_key(logged["at"], names["group"], f"spark-{names['group']}",
+                              logged["run"], logged["seq"]))
+        kept.append(-1 if raw is None else len(raw))
+
+    logged, produced, (first, run), written = _named_batch_query(
+        spark, r, redis_server.url, streams, names["group"], tmp_path, contents)
+    assert logged["v"] == NAMED and logged["count"] == NAMED_STREAMS
+    assert logged["entries"] == NAMED_STREAMS and len(json.dumps(logged)) < 400
+    assert kept[0] >= NAME_FROM
+    assert first == NAMED_STREAMS  # the replay, from the contents the offset names
+    more = r.pipeline(transaction=False)
+    for st in streams[::9]:
+        more.xadd(st, {"n": "2"})
+    produced |= {f"{st}/{i.decode()}" for st, i in zip(streams[::9], more.execute(),
+                                                      strict=True)}
+    assert run() == len(streams[::9])
+    got = written()
+    assert len(got) == len(produced) and set(got) == produced
+    assert sum(pending(r, s, names["group"]) for s in streams) == 0
+    left = list(r.scan_iter(match=f"*:eventbus:batch:*{names['group']}*", count=10_000))
+    assert len(left) <= 1, left  # the last committed batch's, until the next close
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("plans_too", [False, True], ids=["rebuilt from the plans", "gone"])
+def test_a_named_batch_whose_contents_are_gone_is_rebuilt_or_stops_losing_nothing(
+        spark, redis_server, names, tmp_path, plans_too):
+    """The contents a logged batch's offset names are deleted before Spark runs it again:
+    rebuilt exactly from the batch's claim plans (each entry once); with the plans gone too,
+    the query stops saying so and naming the fix (a new checkpointLocation), and a query on
+    a new checkpoint reads every entry (reclaimed: nothing lost)."""
+    from spark_eventbus.core.keys import plan_key
+
+    r = redis_server.client()
+    group = names["group"]
+    consumer = f"spark-{group}"
+    streams = [f"{names['stream']}:{i:05d}" for i in range(NAMED_STREAMS)]
+
+    def lose(logged: dict[str, Any]) -> None:
+        assert r.delete(batch_key(logged["at"], group, consumer, logged["run"],
+                                  logged["seq"])) == 1
+        if plans_too:
+            pipe = r.pipeline(transaction=False)
+            for st in streams:
+                pipe.hdel(plan_key(st, group, consumer), str(logged["seq"]))
+            assert sum(pipe.execute()) == NAMED_STREAMS
+
+    _, produced, (first, run), written = _named_batch_query(
+        spark, r, redis_server.url, streams, group, tmp_path, lose, claimMinIdleMs=1000)
+    if not plans_too:
+        assert first == NAMED_STREAMS
+    else:
+        assert "they are gone" in str(first) and "new checkpointLocation" in str(first)
+        assert run(str(tmp_path / "chk-new")) == NAMED_STREAMS  # reclaimed after 1 s
+    got = written()
+    assert len(got) == len(produced) and set(got) == produced
+    assert sum(pending(r, s, group) for s in streams) == 0
 
 
 def _calls(r: redis.Redis, command: str) -> int:
