@@ -184,15 +184,18 @@ NAMED_STREAMS = 5_000  # ~21 KB of packed contents (one entry each): over offset
 
 
 @pytest.mark.server
+@pytest.mark.parametrize("where", ["redis_server", "redis_cluster"])
 def test_a_batch_its_offset_names_is_replayed_and_a_restart_reads_exactly_the_rest(
-        spark, redis_server, names, tmp_path):
+        spark, request, where, names, tmp_path):
     """From NAME_FROM bytes of packed contents on, a batch's offset names it (v 4) and its
     contents are kept in Redis: Spark's offset log holds a few hundred bytes for 5,000
     streams; the batch, failed after Spark logged it, is run again from the kept contents;
     more in every ninth stream is read exactly by a restart; each entry once, nothing
-    pending, and no kept contents left but the last committed batch's."""
+    pending, and no kept contents left but the last committed batch's. On one node and on a
+    cluster (the contents in the first stream's slot)."""
     from spark_eventbus.core.offsets import NAME_FROM, NAMED
 
+    redis_server = request.getfixturevalue(where)
     r = redis_server.client()
     streams = [f"{names['stream']}:{i:05d}" for i in range(NAMED_STREAMS)]
     kept: list[int] = []
