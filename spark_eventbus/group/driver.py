@@ -327,10 +327,10 @@ class ReaderDriver:
                 f"recording the claim plan of batch {seq}", no_task_retry=True)
         self.claimer.reports.shipped(batches)  # before the pre-claim thread counts again
         self.telemetry.planned(batches, time.monotonic() - began, len(self.ops))
+        self.last_offset = batch
+        self._remember(batch, kept[0].key if kept else None)  # before the pre-claim closes
         self._start_prefetch(begin, budget, seq + 1, batches)
         self.claims.last_batch_at = time.monotonic()
-        self.last_offset = batch
-        self._remember(batch, kept[0].key if kept else None)
         return out
 
     def _hold_back(self, limit: ReadLimit, used: int) -> bool:
