@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from spark_eventbus import DataLossError, StreamId
-from spark_eventbus.core.offsets import BatchOffset, StreamBatch
+from spark_eventbus.core.offsets import NAMED, BatchOffset, StreamBatch
 from spark_eventbus.group.stream_reader import EventBusStreamReader
 from tests.integration.helpers import (
     checkpoint,
@@ -152,6 +152,10 @@ def test_driver_sigkill_over_10000_streams_replays_exactly(spark, redis_server, 
         pipe.xpending(name, names["group"])
     assert sum(p["pending"] for p in pipe.execute()) == 0
     _read_exactly_once(spark, Path(f"{out}-positions"), produced)
+    # the group read's batches name their contents (issue 58): the restart read them back
+    logged = [json.loads(f.read_text().splitlines()[-1])
+              for f in (chk / "consume" / "offsets").iterdir() if f.name.isdigit()]
+    assert sum(o["v"] == NAMED for o in logged) >= 3, sorted(o["v"] for o in logged)
 
 
 def test_failed_task_is_retried_with_the_same_rows(spark, redis_server, names, tmp_path):
