@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from spark_eventbus.core.connection import connection_spec
 from spark_eventbus.errors import ReplicasMissing, ReplicationError
@@ -270,6 +271,40 @@ def test_a_promoted_replica_that_was_cut_off_has_every_row_reported_done_only_wi
             assert reported == list(range(100)) and present == reported
         else:  # the control: reported done, then lost with the primary
             assert reported == list(range(200)) and present == list(range(100))
+    finally:
+        replica.stop()
+        primary.stop()
+
+
+def test_a_named_batch_is_on_the_replica_before_spark_gets_its_offset(tmp_path, names):
+    """``waitReplicas`` and a batch whose offset names its contents (issue 58): the contents
+    reach the replica before ``latestOffset`` returns, like the claim plans, so a promoted
+    replica replays the batch exactly."""
+    from spark_eventbus.core.keys import batch_key
+    from spark_eventbus.core.offsets import NAMED, BatchOffset
+    from tests.integration.helpers import driver_reader
+
+    primary = RedisServer(tmp_path / "p").start()
+    replica = ReplicaServer(tmp_path / "r", primary.port, priority=10).start()
+    try:
+        wait_for(lambda: primary.client().info("replication").get("slave0", {}).get("state")
+                 == "online", what="the primary listing its replica online")
+        r = primary.client()
+        streams = [f"{names['stream']}:{i:05d}" for i in range(5_000)]
+        pipe = r.pipeline(transaction=False)
+        for st in streams:
+            pipe.xadd(st, {"n": "1"})
+        pipe.execute()
+        reader = driver_reader(primary.url, ",".join(streams), names["group"],
+                               waitReplicas="1", consumer="c")
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, ReadAllAvailable())
+        assert end["v"] == NAMED and end["entries"] == 5_000
+        key = batch_key(end["at"], names["group"], "c", end["run"], end["seq"])
+        kept = replica.client().get(key)  # no waiting: it was there before the offset was
+        assert kept is not None
+        assert BatchOffset.from_named(end, kept.decode()).count == 5_000
+        reader.stop()
     finally:
         replica.stop()
         primary.stop()
