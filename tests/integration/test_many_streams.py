@@ -84,71 +84,44 @@ def test_a_packed_batch_is_replayed_and_a_restart_reads_exactly_the_rest(spark, 
     batch fails after Spark logged it replays that batch from the packed offset in a new
     query; more arrives in every ninth stream and a restart reads exactly that, each entry
     once, nothing left pending. (Written-out offsets: every other test here.)"""
-    from pathlib import Path
-
-    import pyarrow.parquet as pq
-    from pyspark.errors import StreamingQueryException
-
     from spark_eventbus.core.offsets import PACK_FROM, PACKED
 
     r = redis_server.client()
     streams = [f"{names['stream']}:{i:05d}" for i in range(PACK_FROM)]
-
-    def add(some: list[str]) -> set[str]:
-        pipe = r.pipeline(transaction=False)
-        for st in some:
-            pipe.xadd(st, {"n": "1"})
-        return {f"{st}/{i.decode()}" for st, i in zip(some, pipe.execute(), strict=True)}
-
-    produced = add(streams)
-    out, chk = tmp_path / "out", str(tmp_path / "chk")
-    failed: list[int] = []
-
-    def write(df: Any, batch_id: int) -> None:
-        if not failed:  # the first attempt of the first batch fails, after Spark logged it
-            failed.append(batch_id)
-            raise RuntimeError("the sink failed once")
-        df.select("stream", "id").write.mode("append").parquet(str(out / str(batch_id)))
-
-    def run() -> int:
-        df = stream_df(spark, redis_server.url, ",".join(streams), names["group"])
-        q = (df.writeStream.foreachBatch(write).option("checkpointLocation", chk)
-             .trigger(availableNow=True).start())
-        try:
-            assert q.awaitTermination(300)
-        except StreamingQueryException as exc:
-            assert "the sink failed once" in str(exc)
-            return -1
-        return sum(p["numInputRows"] for p in q.recentProgress)
-
-    assert run() == -1  # batch 0 logged, not committed
-    logged = json.loads((Path(chk) / "offsets" / "0").read_text().splitlines()[-1])
+    logged, produced, (first, run), written = _fail_once_then_replay(
+        spark, r, redis_server.url, streams, names["group"], tmp_path)
     assert logged["v"] == PACKED and logged["count"] == PACK_FROM
     assert len(json.dumps(logged)) < 20 * PACK_FROM  # written out: ~45 bytes per stream
-    assert run() == len(produced)  # the replay, from the packed offset in the log
-    produced |= add(streams[::9])
+    assert first == len(produced)  # the replay, from the packed offset in the log
+    produced |= _add(r, streams[::9])
     assert run() == len(streams[::9])
-    got = [f"{s}/{i}" for s, i in zip(*pq.read_table(out).to_pydict().values(), strict=True)]
+    got = written()
     assert len(got) == len(produced) and set(got) == produced
     assert sum(pending(r, s, names["group"]) for s in streams) == 0
 
 
-def _named_batch_query(spark: Any, r: redis.Redis, url: str, streams: list[str], group: str,
+def _add(r: redis.Redis, streams: list[str]) -> set[str]:
+    """One more entry in each of ``streams``; their `stream/id`s."""
+    pipe = r.pipeline(transaction=False)
+    for st in streams:
+        pipe.xadd(st, {"n": "1"})
+    return {f"{st}/{i.decode()}" for st, i in zip(streams, pipe.execute(), strict=True)}
+
+
+def _fail_once_then_replay(spark: Any, r: redis.Redis, url: str, streams: list[str], group: str,
                        tmp_path: Any, between: Any = None, **options: Any
                        ) -> tuple[dict[str, Any], set[str], list[str], Any]:
-    """One entry in each of ``streams``; a query whose first batch (every stream: its offset
-    names the batch) fails once after Spark logged it; ``between`` runs before the same query
-    runs it again. Returns the logged offset, the entries produced and those written (once
-    per row), and ``run`` to run the query again."""
+    """One entry in each of ``streams``; a query whose first batch (every stream) fails once
+    after Spark logged it; ``between`` runs before the same query runs it again. Returns the
+    logged offset, the entries produced, what the run again returned (rows, or its error) and
+    ``run`` to run the query again (on another checkpoint if given), and ``written``: the
+    rows written (once per row)."""
     from pathlib import Path
 
     import pyarrow.parquet as pq
     from pyspark.errors import StreamingQueryException
 
-    pipe = r.pipeline(transaction=False)
-    for st in streams:
-        pipe.xadd(st, {"n": "1"})
-    produced = {f"{st}/{i.decode()}" for st, i in zip(streams, pipe.execute(), strict=True)}
+    produced = _add(r, streams)
     out, chk = tmp_path / f"out-{group}", str(tmp_path / f"chk-{group}")
     failed: list[int] = []
 
@@ -205,17 +178,13 @@ def test_a_batch_its_offset_names_is_replayed_and_a_restart_reads_exactly_the_re
                               logged["run"], logged["seq"]))
         kept.append(-1 if raw is None else len(raw))
 
-    logged, produced, (first, run), written = _named_batch_query(
+    logged, produced, (first, run), written = _fail_once_then_replay(
         spark, r, redis_server.url, streams, names["group"], tmp_path, contents)
     assert logged["v"] == NAMED and logged["count"] == NAMED_STREAMS
     assert logged["entries"] == NAMED_STREAMS and len(json.dumps(logged)) < 400
     assert kept[0] >= NAME_FROM
     assert first == NAMED_STREAMS  # the replay, from the contents the offset names
-    more = r.pipeline(transaction=False)
-    for st in streams[::9]:
-        more.xadd(st, {"n": "2"})
-    produced |= {f"{st}/{i.decode()}" for st, i in zip(streams[::9], more.execute(),
-                                                      strict=True)}
+    produced |= _add(r, streams[::9])
     assert run() == len(streams[::9])
     got = written()
     assert len(got) == len(produced) and set(got) == produced
@@ -248,7 +217,7 @@ def test_a_named_batch_whose_contents_are_gone_is_rebuilt_or_stops_losing_nothin
                 pipe.hdel(plan_key(st, group, consumer), str(logged["seq"]))
             assert sum(pipe.execute()) == NAMED_STREAMS
 
-    _, produced, (first, run), written = _named_batch_query(
+    _, produced, (first, run), written = _fail_once_then_replay(
         spark, r, redis_server.url, streams, group, tmp_path, lose, claimMinIdleMs=1000)
     if not plans_too:
         assert first == NAMED_STREAMS
