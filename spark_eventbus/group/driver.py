@@ -111,7 +111,6 @@ class ReaderDriver:
         self.closer = Closer(opts, self.ops, self.claims, self.claimer, self.metrics)
         # latestOffset's probe when it claimed nothing: what reportLatestOffset shows then
         self.quiet_probes: list[Probe] | None = None
-        self.last_offset: BatchOffset | None = None  # the batch latestOffset returned last
         # the last two batches returned or read, by (run, seq): commit(end) and the next
         # latestOffset(start) give them back
         self._recent: dict[tuple[str, int], BatchOffset] = {}
@@ -327,7 +326,6 @@ class ReaderDriver:
                 f"recording the claim plan of batch {seq}", no_task_retry=True)
         self.claimer.reports.shipped(batches)  # before the pre-claim thread counts again
         self.telemetry.planned(batches, time.monotonic() - began, len(self.ops))
-        self.last_offset = batch
         self._remember(batch, kept[0].key if kept else None)  # before the pre-claim closes
         self._start_prefetch(begin, budget, seq + 1, batches)
         self.claims.last_batch_at = time.monotonic()

@@ -82,10 +82,7 @@ class ConsumerLease:
         try:
             leases.leases(ops, "release", run, self.owner)
         except EventBusError as exc:
-            log.warning("spark-eventbus: could not give back the consumer leases of the "
-                        "streams that left: %s (they expire on their own; until then a query "
-                        "with consumer %r on them waits for them up to %.0f s)", exc,
-                        self.consumer, self._wait_s())
+            self._not_given_back("of the streams that left", exc)
 
     def _take(self, ops: dict[str, ConsumerOps], run: str) -> None:
         # One pipelined acquire of every lease; only those another query holds are waited for.
@@ -191,7 +188,9 @@ class ConsumerLease:
             leases.leases(list(self.ops.values()), "release", run, self.owner)
             leases.stop_heartbeat(self.spec, self.owner)
         except EventBusError as exc:
-            log.warning("spark-eventbus: could not give back the consumer leases: %s (they "
-                        "expire on their own; until then a query with consumer %r on these "
-                        "streams waits for them up to %.0f s)", exc, self.consumer,
-                        self._wait_s())
+            self._not_given_back("of this query", exc)
+
+    def _not_given_back(self, which: str, exc: EventBusError) -> None:
+        log.warning("spark-eventbus: could not give back the consumer leases %s: %s (they "
+                    "expire on their own; until then a query with consumer %r on those streams "
+                    "waits for them up to %.0f s)", which, exc, self.consumer, self._wait_s())
