@@ -8,12 +8,14 @@ The streaming reader's driver half is driven as Spark drives it under ``Trigger.
 without Spark, on a ``redis-server`` of its own. Per call: wall seconds, Redis commands
 (``INFO commandstats``; script-internal calls count), Redis's CPU milliseconds (``INFO cpu``)
 and the five commands that took most of Redis's time (a script's include the commands it
-ran). The pre-claim thread runs while the reads and the report do, as it
-does under Spark: its work shows in whichever call it overlaps. docs/benchmarks.md, issue 58.
+ran; ``PHASES_TOP=30`` in the environment lists more). The pre-claim thread runs while the
+reads and the report do, as it does under Spark: its work shows in whichever call it
+overlaps. docs/benchmarks.md, issue 58.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import time
@@ -28,6 +30,8 @@ from bench import start_redis
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tests.integration.helpers import driver_reader  # noqa: E402
+
+TOP = int(os.environ.get("PHASES_TOP", "5"))  # commands listed per call
 
 
 def _stats(r: redis.Redis) -> dict[str, tuple[int, int]]:
@@ -71,7 +75,7 @@ def main() -> None:
             diff = {k: v for k, v in diff.items() if v[0] > 0}
             last, cpu = _stats(r), _cpu_ms(r)
             calls = sum(c for c, _ in diff.values())
-            top = sorted(diff.items(), key=lambda kv: -kv[1][1])[:5]
+            top = sorted(diff.items(), key=lambda kv: -kv[1][1])[:TOP]
             print(f"{what:18s} {took:7.2f} s {calls:10,d} commands ({calls / streams:5.1f} per "
                   f"stream), Redis CPU {ms:7,.0f} ms: "
                   + ", ".join(f"{k} {c:,d}/{u / 1000:,.0f} ms" for k, (c, u) in top), flush=True)

@@ -90,12 +90,12 @@ class Closer:
         self.metrics.lost_ranges += ranges
         if self.options.ack_mode == "commit":
             earlier = [(op, StreamBatch.from_json(plan)) for op in ops
-                       for field_, plan in found[op.stream].items()
-                       if int(field_) < committed.seq and plan.get("run") == committed.run]
+                       for plan in found[op.stream][1].values()
+                       if plan.get("run") == committed.run]
             since = self.claimer.probes.generation()
             self._acked(acks.ack(earlier), since)
         self.ack(committed)
-        plans.drop_plans(ops, [list(found[name]) for name in names])
+        plans.drop_plans(ops, [found[name][0] for name in names])
         ledger.forget_written(committed.run, committed.seq)
         self._drop_contents(committed.seq)
         self._trim_acked()

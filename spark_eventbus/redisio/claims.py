@@ -1,11 +1,15 @@
 """Claims and reclaims of many streams at once (a single stream is a list of one), each
 script call recorded in the plan of the batch being built, pipelined per node.
 
-* :func:`claim` — new entries: every ``claim.lua`` intent, then every ``XREADGROUP >``, then
-  every ``claim_record.lua``: three round trips per node. Each stream's steps keep their
-  order, so a driver killed in between leaves intents that the next plan read closes.
-  Under ``maxBytesPerTrigger`` (``bytes_left``) the one stream asked is sized first: the only
-  single-stream path, since the byte budget is shared in order.
+* :func:`claim` — new entries. A chunk of at most :data:`ONE_STEP_CLAIM` entries is one
+  ``claim_read.lua`` (checks, ``XREADGROUP >`` and record, atomic: a batch over thousands of
+  streams, one or two entries each). A larger one is three steps, three round trips per
+  node: every ``claim.lua`` intent, then every ``XREADGROUP >`` on the wire (its entries
+  cross the network once, raw; Redis builds no Lua table of them), then every
+  ``claim_record.lua``. Each stream's steps keep their order, so a driver killed in between
+  leaves intents that the next plan read closes. Under ``maxBytesPerTrigger``
+  (``bytes_left``) the one stream asked is sized first: the only single-stream path, since
+  the byte budget is shared in order; always three steps.
 * :func:`reclaim` — one ``reclaim.lua`` page (XAUTOCLAIM) per stream.
 * :func:`dead_letter_poison` — entries delivered too often, whose dead-letter stream is in
   another cluster slot, moved by :mod:`.deadletter`.
@@ -26,6 +30,11 @@ from .scripts import run_scripts
 from .streams import entry_sizes, read_entries, text, xrange
 from .wire import pipeline
 
+# Chunks of at most this many entries are claimed in one step (claim_read.lua): under ~100
+# entries the two scripts and the extra round trips of the three steps cost more than Redis's
+# Lua tables of the entries (measured: docs/benchmarks.md, "One step for small claims").
+ONE_STEP_CLAIM = 100
+
 
 @dataclass(frozen=True)
 class ClaimAsk:
@@ -39,7 +48,8 @@ class ClaimAsk:
 
 def claim(asks: Sequence[ClaimAsk], run: str, seq: int, fail_on_loss: bool,
           bytes_left: int | None = None, batch_empty: bool = True) -> list[ClaimResult]:
-    """Claim for each ask with one ``XREADGROUP >`` recorded in the plan of batch ``seq``.
+    """Claim for each ask with one ``XREADGROUP >`` recorded in the plan of batch ``seq``:
+    in one step when the ask is small (:data:`ONE_STEP_CLAIM`, no byte budget), else three.
 
     Three steps per stream: ``claim.lua`` checks for lost entries and writes the claim's
     intent into the plan; the driver runs the XREADGROUP on the wire (replies as sent: no Lua
@@ -50,6 +60,31 @@ def claim(asks: Sequence[ClaimAsk], run: str, seq: int, fail_on_loss: bool,
     if not asks:
         return []
     assert bytes_left is None or len(asks) == 1, "a byte budget sizes one stream at a time"
+    small = [bytes_left is None and a.count <= ONE_STEP_CLAIM for a in asks]
+    one = iter(_claim_in_one_step([a for a, s in zip(asks, small, strict=True) if s], run,
+                                  seq, fail_on_loss))
+    three = iter(_claim_in_three_steps([a for a, s in zip(asks, small, strict=True) if not s],
+                                       run, seq, fail_on_loss, bytes_left, batch_empty))
+    return [next(one) if s else next(three) for s in small]
+
+
+def _claim_in_one_step(asks: Sequence[ClaimAsk], run: str, seq: int, fail_on_loss: bool
+                       ) -> list[ClaimResult]:
+    """Small chunks: one ``claim_read.lua`` per stream (pipelined, batched per node)."""
+    if not asks:
+        return []
+    ops = [a.op for a in asks]
+    with redis_errors(f"claiming new entries ({where(ops)})", ops[0].spec):
+        replies = run_scripts(ops[0].redis, "claim_read", [
+            a.op.claim_read(run, seq, a.stop_after, fail_on_loss, a.count) for a in asks])
+    return [a.op.claim_read_result(reply) for a, reply in zip(asks, replies, strict=True)]
+
+
+def _claim_in_three_steps(asks: Sequence[ClaimAsk], run: str, seq: int, fail_on_loss: bool,
+                          bytes_left: int | None, batch_empty: bool) -> list[ClaimResult]:
+    """Intent, the driver's own ``XREADGROUP``, record (:func:`claim`)."""
+    if not asks:
+        return []
     ops = [a.op for a in asks]
     counts = [a.count for a in asks]
     with redis_errors(f"claiming new entries ({where(ops)})", ops[0].spec):
@@ -72,8 +107,8 @@ def claim(asks: Sequence[ClaimAsk], run: str, seq: int, fail_on_loss: bool,
         failed = [reply for reply in read if isinstance(reply, Exception)]
         for i, reply in zip(sent, read, strict=True):
             if not isinstance(reply, Exception):
-                entries[i] = read_entries(reply)
-                chunks[i] = asks[i].op.claimed(entries[i] or [])
+                entries[i] = got = read_entries(reply)
+                chunks[i] = asks[i].op.claimed([e[0] for e in got] if got else [])
         # the streams whose read went through are recorded before any failure is raised (an
         # open intent would be closed by the next plan read, but not left needlessly)
         run_scripts(ops[0].redis, "claim_record", [

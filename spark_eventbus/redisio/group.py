@@ -172,18 +172,26 @@ class ConsumerOps:
                 [self.group, self.consumer, run, str(seq), stop_after or "",
                  "fail" if fail_on_loss else "skip", self.lease_token])
 
+    def claim_read(self, run: str, seq: int, stop_after: str | None, fail_on_loss: bool,
+                   count: int) -> tuple[list[Any], list[Any]]:
+        """KEYS and ARGV of ``claim_read.lua``: a claim of at most ``count`` entries in one
+        step, recorded in the plan of batch ``seq``."""
+        keys, args = self.claim_intent(run, seq, stop_after, fail_on_loss)
+        return keys, [*args, count]
+
     def xreadgroup(self, count: int) -> list[Any]:
         """The ``XREADGROUP >`` of a claim of ``count`` entries."""
         return ["XREADGROUP", "GROUP", self.group, self.consumer, "COUNT", count, "STREAMS",
                 self.stream, ">"]
 
-    def claimed(self, entries: list[Any]) -> ClaimedRange | None:
-        """The chunk the ``XREADGROUP`` read (None: nothing); its IDs are kept for the ack."""
-        if not entries:
+    def claimed(self, ids: list[Any]) -> ClaimedRange | None:
+        """The chunk of the claimed IDs ``ids``, in order (None: nothing); they are kept for
+        the ack."""
+        if not ids:
             return None
-        chunk = ClaimedRange(text(entries[0][0]), text(entries[-1][0]), len(entries))
+        chunk = ClaimedRange(text(ids[0]), text(ids[-1]), len(ids))
         if self.cache_ack_ids and self._ack_ids_bytes < ACK_ID_CACHE_BYTES:
-            packed = resp.bulks([e[0] for e in entries])
+            packed = resp.bulks(ids)
             self._ack_ids[chunk] = packed
             self._ack_ids_bytes += len(packed)
         return chunk
@@ -207,6 +215,17 @@ class ConsumerOps:
             size = sum(entry_sizes(entries)) if sized and entries else 0
             status = "ok" if chunk else ("full" if count == 0 else "empty")
         return ClaimResult(status, chunk, lost_after, lost_before, int(lost_count), size)
+
+    def claim_read_result(self, reply: list[Any]) -> ClaimResult:
+        """``claim_read.lua``'s reply (a lease another query took raises): its chunk, whose IDs
+        are kept for the ack (:meth:`claimed`)."""
+        self.check_fence(reply)
+        status, lost_after, lost_before, lost_count = (text(x) for x in reply[:4])
+        chunk = None
+        if status == "read":
+            chunk = self.claimed(reply[4])
+            status = "ok" if chunk else "empty"
+        return ClaimResult(status, chunk, lost_after, lost_before, int(lost_count))
 
     # -- reclaims ------------------------------------------------------------------------------
 

@@ -23,17 +23,14 @@ from .wire import as_map, pipeline, raise_first
 def plans(ops: Sequence[ConsumerOps], run: str, seq: int) -> list[StreamBatch]:
     """What was already claimed for batch (run, seq) on each stream: pre-claimed, or left by
     a crash (``plan_load.lua`` closes a claim cut short between ``claim.lua`` and
-    ``claim_record.lua`` first). The streams without a plan for ``seq`` (the quiet ones) cost
-    one pipelined ``HEXISTS`` each; the others one pipelined script call."""
+    ``claim_record.lua`` first). One script call per stream, pipelined (batched per node):
+    the callers ask only where a plan may be (:meth:`.group.closing.Closer.plan_scope`), and
+    a stream without one answers ''."""
     if not ops:
         return []
     with redis_errors(f"reading claim plans ({where(ops)})", ops[0].spec):
-        exists = raise_first(pipeline(ops[0].redis, [("HEXISTS", op.plan_key, str(seq))
-                                                     for op in ops]))
-        there = [op for op, found in zip(ops, exists, strict=True) if found]
-        raw = run_scripts(ops[0].redis, "plan_load", [op.plan_load(run, seq) for op in there])
-    loaded = {op.stream: _plan(r, run) for op, r in zip(there, raw, strict=True)}
-    return [loaded.get(op.stream, StreamBatch()) for op in ops]
+        raw = run_scripts(ops[0].redis, "plan_load", [op.plan_load(run, seq) for op in ops])
+    return [_plan(r, run) for r in raw]
 
 
 def _plan(raw: Any, run: str) -> StreamBatch:
@@ -61,15 +58,27 @@ def left_behind(ops: Sequence[ConsumerOps]) -> set[str]:
 
 
 def committed_plans(ops: Sequence[ConsumerOps], committed_seq: int
-                    ) -> list[dict[str, dict[str, Any]]]:
-    """Each stream's plans of batches Spark has committed (seq <= ``committed_seq``), by
-    field, pipelined."""
+                    ) -> list[tuple[list[str], dict[str, dict[str, Any]]]]:
+    """Each stream's plans of batches Spark has committed (seq <= ``committed_seq``),
+    pipelined: their fields, and the plans of batches before ``committed_seq`` parsed (a
+    driver that died before acking them; the committed batch's own plan is not parsed: its
+    offset says the same)."""
     if not ops:
         return []
     with redis_errors(f"reading claim plans ({where(ops)})", ops[0].spec):
         raw = raise_first(pipeline(ops[0].redis, [("HGETALL", op.plan_key) for op in ops]))
-    return [{text(f): json.loads(v) for f, v in as_map(r).items() if int(f) <= committed_seq}
-            for r in raw]
+    out = []
+    for r in raw:
+        fields: list[str] = []
+        earlier: dict[str, dict[str, Any]] = {}
+        for f, v in as_map(r).items():
+            seq = int(f)
+            if seq <= committed_seq:
+                fields.append(text(f))
+                if seq < committed_seq:
+                    earlier[text(f)] = json.loads(v)
+        out.append((fields, earlier))
+    return out
 
 
 def settle_all_losses(ops: Sequence[ConsumerOps], run: str, seq: int) -> tuple[int, int]:

@@ -171,7 +171,7 @@ def test_a_claim_record_sent_twice_records_its_chunk_once(redis_server, names):
     entries = pipeline(op.redis, [op.xreadgroup(10)])[0]
     from spark_eventbus.redisio.streams import read_entries
 
-    chunk = op.claimed(read_entries(entries))
+    chunk = op.claimed([e[0] for e in read_entries(entries)])
     assert chunk is not None and chunk.count == 3
     for _ in range(2):  # the retry
         run_scripts(op.redis, "claim_record", [op.claim_record("run1", 1, chunk)])

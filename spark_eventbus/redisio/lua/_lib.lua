@@ -95,6 +95,73 @@ local function resolve_intent(stream, group, consumer, plan_key, plan, upto)
   return added
 end
 
+-- The checks every claim of new entries makes first (claim.lua, claim_read.lua): the lease
+-- fence; the stream and group exist; entries deleted or trimmed before the group read them
+-- (reported: lost_after, lost_before, lost_count); Trigger.AvailableNow's bound; anything new.
+-- KEYS/ARGV as claim.lua's (KEYS[1] stream, KEYS[3] lease key; ARGV[1] group, ARGV[5] stop
+-- after, ARGV[6] 'fail' | 'skip', ARGV[7] lease token). Returns the script's final reply when
+-- nothing is to be read (fenced, nogroup, loss, done, empty), else nil and
+-- {delivered, lost_after, lost_before, lost_count}: delivered is the group's
+-- last-delivered-id now.
+local function claim_checks(KEYS, ARGV)
+  local stream, group = KEYS[1], ARGV[1]
+  local other = lease_fence(KEYS[3], ARGV[7])
+  if other then return {'fenced', other} end
+
+  if redis.call('TYPE', stream)['ok'] ~= 'stream' then return {'nogroup', '', '', -1} end
+  local info = kv(redis.call('XINFO', 'STREAM', stream))
+  local delivered, entries_read = nil, nil
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
+    local t = kv(g)
+    if t['name'] == group then
+      delivered, entries_read = t['last-delivered-id'], t['entries-read']
+    end
+  end
+  if not delivered then return {'nogroup', '', '', -1} end
+
+  -- Entries removed before this group read them:
+  --  * XDEL after our position: max-deleted-entry-id (Redis >= 7.0) is beyond it;
+  --  * trimming (XTRIM/MAXLEN/MINID does not move max-deleted-entry-id): when every remaining
+  --    entry lies after our position, entries-added - entries-read - length entries are gone.
+  local lost_after, lost_before, lost_count = '', '', -1
+  local maxdel = info['max-deleted-entry-id']
+  local first_entry = info['first-entry'] and info['first-entry'][1]
+  if maxdel and idcmp(maxdel, delivered) > 0 then
+    lost_after, lost_before = delivered, first_entry or info['last-generated-id']
+    if first_entry and idcmp(first_entry, maxdel) < 0 then lost_before = '' end
+  end
+  local added = info['entries-added']
+  if added and (not first_entry or idcmp(first_entry, delivered) > 0) then
+    local before = entries_read
+    if delivered == '0-0' then before = 0 end
+    if type(before) == 'number' then
+      local gone = added - before - info['length']
+      if gone > 0 then
+        lost_after, lost_count = delivered, gone
+        lost_before = first_entry or ('(' .. info['last-generated-id'])
+      end
+    end
+  end
+  if lost_after ~= '' and ARGV[6] == 'fail' then
+    return {'loss', lost_after, lost_before, lost_count}
+  end
+  if ARGV[5] ~= '' and idcmp(delivered, ARGV[5]) >= 0 then
+    return {'done', lost_after, lost_before, lost_count}
+  end
+
+  local last_entry = info['last-entry'] and info['last-entry'][1]
+  if not last_entry or idcmp(last_entry, delivered) <= 0 then
+    if lost_after ~= '' then
+      -- Everything after last-delivered-id is gone: move the group past it (keeping lag
+      -- exact) so the loss is reported once.
+      redis.call('XGROUP', 'SETID', stream, group, info['last-generated-id'],
+                 'ENTRIESREAD', info['entries-added'])
+    end
+    return {'empty', lost_after, lost_before, lost_count}
+  end
+  return nil, {delivered, lost_after, lost_before, lost_count}
+end
+
 -- Append an entry to a dead-letter stream with its original fields and the dlq.* fields.
 local function dead_letter(dlq, fields, reason, stream, id, group, deliveries)
   local args = {dlq, '*'}
