@@ -91,8 +91,8 @@ def test_one_step_claims_report_losses_bounds_and_refusals_as_three_steps_do(red
                                                                             names):
     """Entries trimmed before the group read them: reported (``failOnDataLoss`` true: 'loss',
     nothing claimed; false: claimed with the loss described); ``Trigger.AvailableNow``'s last
-    ID reached: 'done'; a destroyed group: 'nogroup'; another query's lease: refused naming
-    the option."""
+    ID reached: 'done'; another query's lease: refused naming the option; a destroyed group,
+    a deleted stream, a key of another type: 'nogroup'."""
     r = redis_server.client()
     stream = names["stream"]
     ids = produce(r, stream, 10)
@@ -115,4 +115,10 @@ def test_one_step_claims_report_losses_bounds_and_refusals_as_three_steps_do(red
     r.xgroup_destroy(stream, names["group"])
     assert claims.claim([ClaimAsk(op, 5, None)], "run", 1, False)[0].status == "nogroup"
     assert plans.plans([op], "run", 1)[0].count == 5  # only the one chunk was ever recorded
+    # the stream deleted, or its key replaced by another type: no group either, both ways
+    r.delete(stream)
+    gone = ClaimAsk(op, 5, None), ClaimAsk(op, ONE_STEP_CLAIM + 1, None)
+    assert [res.status for res in claims.claim(list(gone), "run", 1, False)] == ["nogroup"] * 2
+    r.set(stream, "not a stream")
+    assert [res.status for res in claims.claim(list(gone), "run", 1, False)] == ["nogroup"] * 2
     assert acks.ack([(op, StreamBatch())]) == {}

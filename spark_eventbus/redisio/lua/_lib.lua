@@ -108,8 +108,16 @@ local function claim_checks(KEYS, ARGV)
   local other = lease_fence(KEYS[3], ARGV[7])
   if other then return {'fenced', other} end
 
-  if redis.call('TYPE', stream)['ok'] ~= 'stream' then return {'nogroup', '', '', -1} end
-  local info = kv(redis.call('XINFO', 'STREAM', stream))
+  -- a missing key or one of another type: no group (one call less than asking TYPE first)
+  local found, raw = pcall(redis.call, 'XINFO', 'STREAM', stream)
+  if not found then
+    local why = type(raw) == 'table' and raw.err or tostring(raw)
+    if string.find(why, '^ERR no such key') or string.find(why, '^WRONGTYPE') then
+      return {'nogroup', '', '', -1}
+    end
+    redis.call('XINFO', 'STREAM', stream)  -- any other error raised from a line naming it
+  end
+  local info = kv(raw)
   local delivered, entries_read = nil, nil
   for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
     local t = kv(g)
