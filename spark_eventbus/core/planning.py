@@ -88,12 +88,37 @@ def preclaim_allowance(budget: int | None, default: int, planned: int) -> int:
     return (budget if budget is not None else default) - planned
 
 
-def stream_grants(left: int | None, streams: int) -> list[int]:
-    """Each stream's first share of ``left`` entries; streams that run dry leave their share to
-    the others, which then get the spare (see the stream reader's claim loop)."""
+# A stream's share of a batch below which streams with news take turns: when a batch cannot
+# give each of them this many entries, each in turn gets up to this many (or as many as it has,
+# when known) and the streams not reached go first in the next batch. A stream a batch touches
+# costs its claim, its plan, a read, an ack and a close, about what 20 entries cost, so sharing
+# a batch over more streams than that — 100,000 streams of two entries each, one entry each
+# per batch — touched every stream in every batch (issue 58).
+MIN_SHARE = 16
+
+
+def stream_grants(left: int | None, wants: Sequence[int | None]) -> list[int]:
+    """Each stream's first share of ``left`` entries; ``wants``: how many each has to claim
+    (None: unknown). From :data:`MIN_SHARE` entries per stream on, fair shares (streams that
+    run dry leave their share to the others, which then get the spare: see the claimer's
+    claim loop); below it, in order (the caller rotates the order between batches), each
+    stream up to :data:`MIN_SHARE` or what it has, until ``left`` is spent."""
     if left is None:
-        return [UNBOUNDED_GRANT] * streams
-    return share_budget(left, [left] * streams)
+        return [UNBOUNDED_GRANT] * len(wants)
+    if left >= len(wants) * MIN_SHARE:
+        return share_budget(left, [left] * len(wants))
+    grants = []
+    for want in wants:
+        grant = min(left, MIN_SHARE if want is None else max(1, min(want, MIN_SHARE)))
+        grants.append(grant)
+        left -= grant
+    return grants
+
+
+def takes_turns(left: int | None, streams: int) -> bool:
+    """Whether a batch of ``left`` entries over ``streams`` with news is shared in turns
+    (:func:`stream_grants`)."""
+    return left is not None and 0 < left < streams * MIN_SHARE
 
 
 # -- trigger controls: maxBytesPerTrigger, minEntriesPerTrigger / maxTriggerDelay ------------------

@@ -23,7 +23,13 @@ from collections.abc import Mapping, Sequence
 
 from ..core.ids import StreamId
 from ..core.offsets import ClaimedRange, StreamBatch
-from ..core.planning import claim_chunk_size, share_budget, stream_grants
+from ..core.planning import (
+    MIN_SHARE,
+    claim_chunk_size,
+    share_budget,
+    stream_grants,
+    takes_turns,
+)
 from ..errors import EventBusError
 from ..options.reader import ReaderOptions
 from ..redisio import GROUP_GONE_FIX, ClaimResult, ConsumerOps, Probe, ReclaimResult, claims
@@ -54,7 +60,9 @@ class Claimer:
         self.reclaim_done: set[str] = set()  # AvailableNow: PEL scanned once
         self.reclaim_checked = False  # a reclaim has run (see reclaim_all)
         self.reclaim_skipped: dict[str, float] = {}  # since when a PEL was not scanned
-        self.turn = 0  # claim_new: where the next turn starts when not every stream gets some
+        # claim_new, when streams take turns: the last stream served (the next turn starts
+        # with the first stream with news listed after it)
+        self.turn_after: str | None = None
         self.ledger = BatchLedger(options.max_bytes_per_trigger)
         self.reports = LossReports(options, metrics)
         self.probes = ProbeCache(options, ops, self.reports)
@@ -226,20 +234,27 @@ class Claimer:
         """Claim up to ``left`` new entries (all when None), shared fairly across streams:
         streams that run dry leave their share to the others. Streams with nothing added
         since the group's last delivery (one pipelined probe) are not asked at all."""
-        todo = [(name, op) for (name, op), p in zip(
+        found = [(name, op, p.lag) for (name, op), p in zip(
             self.ops.items(), self.probes.probe() if probes is None else probes, strict=True)
             if p.has_new]
-        if left is not None and 0 < left < len(todo):
-            # More streams with news than entries to take: each gets one, in turns, so that
-            # the streams listed last are not left waiting behind busy ones listed first
-            k = self.turn % len(todo)
-            todo = todo[k:] + todo[:k]
-            self.turn += left
-        chunk_size = claim_chunk_size(budget, self.options.num_partitions, len(todo))
-        grants = stream_grants(left, len(todo))
+        chunk_size = claim_chunk_size(budget, self.options.num_partitions, len(found))
+        turns = takes_turns(left, len(found))
+        if turns:
+            # Too many streams with news for a fair share each worth its cost: they take
+            # turns, each up to MIN_SHARE entries, from where the last batch stopped (the
+            # streams listed last are not left waiting behind the ones listed first)
+            k = self._next_turn([name for name, _, _ in found])
+            found = found[k:] + found[:k]
+            chunk_size = max(chunk_size, MIN_SHARE)
+        grants = stream_grants(left, [lag if lag else None for _, _, lag in found])
+        todo = [(name, op) for name, op, _ in found]
         out = self._claim_streams([(name, op, grant) for (name, op), grant
                                    in zip(todo, grants, strict=True)],
                                   chunk_size, run, seq, stop)
+        if turns:  # the next turn starts after the streams served (not those a stop skipped)
+            served = [name for (name, _), grant in zip(todo, grants, strict=True)
+                      if grant and name in out]
+            self.turn_after = served[-1] if served else self.turn_after
         claimed = sum(b.count for b in out.values())
         filled = [(name, op) for (name, op), grant in zip(todo, grants, strict=True)
                   if grant and name in out and out[name].count >= grant]
@@ -255,6 +270,16 @@ class Claimer:
                 out[name] = out[name] + got
                 spare -= got.count
         return out
+
+    def _next_turn(self, names: Sequence[str]) -> int:
+        """Where the next turn starts in ``names`` (streams with news, in the subscription's
+        order): at the first listed after the last stream served (:attr:`turn_after`), which
+        may have run dry or left since; from the start when none is."""
+        if self.turn_after is None:
+            return 0
+        order = {name: i for i, name in enumerate(self.ops)}
+        last = order.get(self.turn_after, -1)
+        return next((k for k, name in enumerate(names) if order.get(name, -1) > last), 0)
 
     def _claim_streams(self, items: Sequence[tuple[str, ConsumerOps, int]], chunk_size: int,
                        run: str, seq: int, stop: threading.Event | None

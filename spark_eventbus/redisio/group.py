@@ -91,8 +91,13 @@ def before_first_entry(r: Redis, stream: str) -> tuple[str, int]:
     return earliest_in(r.xinfo_stream(stream))
 
 
-def earliest_in(info: dict[Any, Any]) -> tuple[str, int]:
-    """:func:`before_first_entry` from the stream's ``XINFO STREAM`` reply."""
+def earliest_in(info: dict[Any, Any], whole_at_zero: bool = False) -> tuple[str, int]:
+    """:func:`before_first_entry` from the stream's ``XINFO STREAM`` reply. ``whole_at_zero``
+    (the reader's own groups): a stream nothing was ever removed from gets its group at its
+    start, 0-0, where the group reads the same entries. A group there tells at once that it
+    has delivered nothing; one just before the first entry with entries-read 0 looks like
+    Redis 7.0's stale count after a trim (:attr:`.probes.Probe.lag_unsure`), so each progress
+    report asked ``XINFO STREAM`` of every such stream until its first claim."""
     first = info.get("first-entry")
     if not first:
         # Empty stream: everything after the last generated ID is new.
@@ -100,6 +105,8 @@ def earliest_in(info: dict[Any, Any]) -> tuple[str, int]:
     first_id = StreamId.parse(first[0])
     added = info.get("entries-added")
     read = int(added) - int(info["length"]) if added is not None else 0
+    if whole_at_zero and read <= 0 and added is not None:
+        return "0", 0
     return str(first_id.prev()), max(0, read)
 
 
@@ -341,7 +348,7 @@ def ensure_groups(ops: Sequence[ConsumerOps], positions: Sequence[str]) -> list[
             raise_unless_missing(infos)
             for op, info in zip(at_start, infos, strict=True):
                 earliest[op.stream] = ("0", 0) if isinstance(info, Exception) \
-                    else earliest_in({text(k): v for k, v in as_map(info).items()})
+                    else earliest_in({text(k): v for k, v in as_map(info).items()}, True)
         if not todo:
             return [False] * len(ops)
         created = pipeline(ops[0].redis, [

@@ -125,19 +125,21 @@ def test_driver_sigkill_over_10000_streams_replays_exactly(spark, redis_server, 
     over thousands of streams per batch, packed offsets, packed partitions) and a read
     without a group (a packed position per stream in the checkpoint), each a driver of its
     own, both killed with SIGKILL at one random moment after each committed two batches (of
-    five), restarted from their checkpoints and run to the end: every entry read, a replayed
+    three), restarted from their checkpoints and run to the end: every entry read, a replayed
     batch the same batch, nothing pending; without a group, exactly once."""
     r = redis_server.client()
     streams = [f"{names['stream']}:{i:05d}" for i in range(10_000)]
     pipe = r.pipeline(transaction=False)
     for i, name in enumerate(streams):
-        pipe.xadd(name, {"n": str(i)})
-        pipe.xadd(name, {"n": str(i + 1)})
+        for k in range(4):
+            pipe.xadd(name, {"n": str(i + k)})
     ids = [x.decode() for x in pipe.execute()]
     produced = {f"{name}/{entry}" for name, entry in zip(
-        [s for s in streams for _ in range(2)], ids, strict=True)}
+        [s for s in streams for _ in range(4)], ids, strict=True)}
     chk, out = tmp_path / "chk", tmp_path / "out"
-    max_entries = 4_000
+    # streams take turns (MIN_SHARE): 4,000 whole streams in each of the first two batches,
+    # whose offsets name their contents (from ~3,400 streams of these names)
+    max_entries = 16_000
     base = [sys.executable, str(JOB), "--url", redis_server.url, "--streams",
             f"{names['stream']}:*", "--group", names["group"], "--out", str(out),
             "--source", "-", "--target", "-", "--checkpoint", str(chk),
@@ -155,7 +157,7 @@ def test_driver_sigkill_over_10000_streams_replays_exactly(spark, redis_server, 
     # the group read's batches name their contents (issue 58): the restart read them back
     logged = [json.loads(f.read_text().splitlines()[-1])
               for f in (chk / "consume" / "offsets").iterdir() if f.name.isdigit()]
-    assert sum(o["v"] == NAMED for o in logged) >= 3, sorted(o["v"] for o in logged)
+    assert sum(o["v"] == NAMED for o in logged) >= 2, sorted(o["v"] for o in logged)
 
 
 def test_failed_task_is_retried_with_the_same_rows(spark, redis_server, names, tmp_path):

@@ -13,6 +13,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from spark_eventbus.core.keys import batch_key, key_slot
 from spark_eventbus.core.offsets import BatchOffset
+from spark_eventbus.core.planning import MIN_SHARE
 from tests.integration.helpers import (
     driver_reader,
     pending,
@@ -329,16 +330,18 @@ def test_news_over_2500_streams_is_three_bounded_xreads_in_one_round_trip(redis_
 
 
 def test_progress_of_streams_with_a_backlog_asks_no_stream_again(redis_server, names):
-    """A batch that takes one entry of each of 300 streams with a backlog: the progress report
+    """A batch that takes a share of each of 300 streams with a backlog: the progress report
     that follows shows each group's lag as the planning probe and the claims left it (the
     server's count, XINFO GROUPS), without probing the streams again (no XINFO STREAM of 300
     streams per trigger); a group whose count needs the stream's ends is still looked at."""
     r = redis_server.client()
-    streams, _ = _many(r, names["stream"], 300, 3)
+    streams, _ = _many(r, names["stream"], 300, 40)
+    budget = 300 * MIN_SHARE  # the smallest share each: every stream gets some
     reader = driver_reader(redis_server.url, ",".join(streams), names["group"],
-                           maxEntriesPerTrigger="300")
+                           maxEntriesPerTrigger=str(budget))
     start = reader.initialOffset()
-    end = reader.latestOffset(start, ReadMaxRows(300))
+    end = reader.latestOffset(start, ReadMaxRows(budget))
+    assert {b.count for b in BatchOffset.from_json(end).streams.values()} == {MIN_SHARE}
     assert len(BatchOffset.from_json(end).streams) == 300
     reader.driver.prefetch.join()  # the next batch's pre-claim: done, Redis holds still
     before = (_calls(r, "xinfo|stream"), _calls(r, "xinfo|groups"))
@@ -350,8 +353,9 @@ def test_progress_of_streams_with_a_backlog_asks_no_stream_again(redis_server, n
     groups = {s: g[0] for s, g in zip(streams, pipe.execute(), strict=True)}
     assert report["_eventbus"]["entriesBehind"] == sum(int(g["lag"]) for g in groups.values())
     for s in [k for k in report if k != "_eventbus"]:
-        assert report[s]["entriesBehind"] == int(groups[s]["lag"]) == 1
-        assert report[s]["pending"] == int(groups[s]["pending"]) == 2
+        # the batch and the next one's pre-claim: MIN_SHARE each
+        assert report[s]["entriesBehind"] == int(groups[s]["lag"]) == 40 - 2 * MIN_SHARE
+        assert report[s]["pending"] == int(groups[s]["pending"]) == 2 * MIN_SHARE
     reader.stop()
 
 
@@ -563,20 +567,25 @@ def test_a_stream_deleted_with_unread_entries_follows_fail_on_data_loss(redis_se
 
 
 def test_more_streams_with_news_than_the_budget_take_turns(redis_server, names):
-    """maxEntriesPerTrigger below the number of streams with new entries: every stream gets
-    its turn (the ones listed last are not left behind the first ones)."""
+    """maxEntriesPerTrigger below MIN_SHARE entries per stream with new entries: the streams
+    take turns in the order listed, each drained whole while it is small (a stream a batch
+    touches costs a claim, a plan, a read, an ack and a close, so each is touched once, not
+    once in every batch), and the ones listed last come next (not left behind the first)."""
     r = redis_server.client()
     streams, _ = _many(r, names["stream"], 10, 5)
     reader = driver_reader(redis_server.url, ",".join(streams), names["group"])
     start = reader.initialOffset()
-    seen: set[str] = set()
-    for _ in range(5):
-        end = reader.latestOffset(start, ReadMaxRows(3))
-        seen |= set(BatchOffset.from_json(end).streams)
+    batches: list[dict[str, int]] = []
+    for _ in range(4):
+        end = reader.latestOffset(start, ReadMaxRows(20))
+        if end is start:
+            break
+        batches.append({s: b.count for s, b in BatchOffset.from_json(end).streams.items()})
         reader.commit(end)
         start = end
     reader.stop()
-    assert len(seen) == 10, sorted(seen)
+    assert [sorted(b) for b in batches] == [streams[0:4], streams[4:8], streams[8:10]]
+    assert all(n == 5 for b in batches for n in b.values())  # each stream whole, once
 
 
 @pytest.mark.server

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from spark_eventbus.core.offsets import BatchOffset, ClaimedRange, StreamBatch
 from spark_eventbus.core.planning import (
     MAX_CLAIM_CHUNK,
+    MIN_SHARE,
     SYNC_CLAIM_ENTRIES,
     UNBOUNDED_GRANT,
     Slice,
@@ -22,6 +23,7 @@ from spark_eventbus.core.planning import (
     should_wait,
     split_id_range,
     stream_grants,
+    takes_turns,
 )
 from spark_eventbus.errors import EventBusError
 
@@ -237,7 +239,7 @@ def test_first_claim_ships_an_interrupted_preclaim_as_it_is():
 def test_unbounded_batches_claim_everything():
     assert first_claim_allowance(None, 0, False, 2, 1) is None
     assert first_claim_allowance(None, 5_000, False, 2, 1) is None
-    assert stream_grants(None, 3) == [UNBOUNDED_GRANT] * 3
+    assert stream_grants(None, [None, 3, 5]) == [UNBOUNDED_GRANT] * 3
 
 
 def test_preclaim_tops_up_to_the_budget_or_one_default_batch():
@@ -248,10 +250,46 @@ def test_preclaim_tops_up_to_the_budget_or_one_default_batch():
 
 @given(st.integers(0, 10**6), st.integers(1, 20))
 def test_property_stream_grants_share_exactly_the_budget(left, streams):
-    grants = stream_grants(left, streams)
+    """From MIN_SHARE entries per stream on: fair shares of exactly the budget."""
+    left = max(left, streams * MIN_SHARE)
+    grants = stream_grants(left, [None] * streams)
+    assert not takes_turns(left, streams)
     assert len(grants) == streams
     assert sum(grants) == left
     assert max(grants) - min(grants) <= max(1, left // streams)
+
+
+@given(st.integers(1, 10**4), st.lists(st.one_of(st.none(), st.integers(0, 100)), min_size=1,
+                                       max_size=2_000))
+def test_property_streams_take_turns_below_the_smallest_share(left, wants):
+    """Below MIN_SHARE entries per stream: in order, each stream up to MIN_SHARE or what it
+    has (at least one: a stream with news whose lag says 0 has some), never past the budget; a
+    stream is skipped only once the budget is spent, so the ones not reached are a tail (the
+    next batch starts there)."""
+    left = min(left, len(wants) * MIN_SHARE - 1)
+    if left <= 0:
+        return
+    assert takes_turns(left, len(wants))
+    grants = stream_grants(left, wants)
+    assert len(grants) == len(wants) and sum(grants) <= left
+    for want, grant in zip(wants, grants, strict=True):
+        assert 0 <= grant <= (MIN_SHARE if want is None else max(1, min(want, MIN_SHARE)))
+    served = [g > 0 for g in grants]
+    assert served == sorted(served, reverse=True)  # a head served, a tail waiting
+    if not all(served):
+        assert sum(grants) == left  # nobody waits while entries are left to give
+    whole = [max(1, min(w, MIN_SHARE)) if w is not None else MIN_SHARE for w in wants]
+    assert all(g == w for g, w in zip(grants, whole, strict=True) if g > 0 and sum(grants) < left)
+
+
+def test_many_small_streams_are_each_touched_once_not_every_batch():
+    """100,000 streams of two entries each and a budget of 100,000: half the streams give both
+    entries to the first batch, the other half to the next (a fair share gave every stream one
+    entry in each batch); with lags unknown, MIN_SHARE each."""
+    grants = stream_grants(100_000, [2] * 100_000)
+    assert grants[:50_000] == [2] * 50_000 and not any(grants[50_000:])
+    assert stream_grants(40, [None] * 10) == [MIN_SHARE, MIN_SHARE, 8] + [0] * 7
+    assert stream_grants(20_000, [2] * 10_000) == [2] * 10_000  # all of them, whole
 
 
 @given(st.integers(1, 10**6), st.integers(0, 2 * 10**6), st.booleans(), st.integers(1, 64),
