@@ -115,6 +115,17 @@ def stream_grants(left: int | None, wants: Sequence[int | None]) -> list[int]:
     return grants
 
 
+def next_turn(listed: Sequence[str], names: Sequence[str], after: str | None) -> int:
+    """Where the next turn starts in ``names`` (the streams with something to read, in the
+    order of ``listed``, every stream of the query): at the first listed after ``after``, the
+    last stream served (which may have run dry or left since); at 0 when none is."""
+    if after is None:
+        return 0
+    order = {name: i for i, name in enumerate(listed)}
+    last = order.get(after, -1)
+    return next((k for k, name in enumerate(names) if order.get(name, -1) > last), 0)
+
+
 def takes_turns(left: int | None, streams: int) -> bool:
     """Whether a batch of ``left`` entries over ``streams`` with news is shared in turns
     (:func:`stream_grants`)."""

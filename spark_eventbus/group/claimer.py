@@ -26,6 +26,7 @@ from ..core.offsets import ClaimedRange, StreamBatch
 from ..core.planning import (
     MIN_SHARE,
     claim_chunk_size,
+    next_turn,
     share_budget,
     stream_grants,
     takes_turns,
@@ -243,10 +244,11 @@ class Claimer:
             # Too many streams with news for a fair share each worth its cost: they take
             # turns, each up to MIN_SHARE entries, from where the last batch stopped (the
             # streams listed last are not left waiting behind the ones listed first)
-            k = self._next_turn([name for name, _, _ in found])
+            k = next_turn(list(self.ops), [name for name, _, _ in found], self.turn_after)
             found = found[k:] + found[:k]
             chunk_size = max(chunk_size, MIN_SHARE)
-        grants = stream_grants(left, [lag if lag else None for _, _, lag in found])
+        wants = [lag if lag else None for _, _, lag in found]
+        grants = stream_grants(left, wants)
         todo = [(name, op) for name, op, _ in found]
         out = self._claim_streams([(name, op, grant) for (name, op), grant
                                    in zip(todo, grants, strict=True)],
@@ -256,8 +258,10 @@ class Claimer:
                       if grant and name in out]
             self.turn_after = served[-1] if served else self.turn_after
         claimed = sum(b.count for b in out.values())
-        filled = [(name, op) for (name, op), grant in zip(todo, grants, strict=True)
-                  if grant and name in out and out[name].count >= grant]
+        # (a stream whose grant was all its lag has nothing more: its turn took it whole)
+        filled = [(name, op) for (name, op), grant, want in zip(todo, grants, wants, strict=True)
+                  if grant and name in out and out[name].count >= grant
+                  and not (turns and want is not None and want <= grant)]
         spare = 0 if left is None else left - claimed
         # The spare goes to the streams that filled their share, in chunks sized for them
         # (not for every stream: one busy stream among many quiet ones claims big chunks).
@@ -270,16 +274,6 @@ class Claimer:
                 out[name] = out[name] + got
                 spare -= got.count
         return out
-
-    def _next_turn(self, names: Sequence[str]) -> int:
-        """Where the next turn starts in ``names`` (streams with news, in the subscription's
-        order): at the first listed after the last stream served (:attr:`turn_after`), which
-        may have run dry or left since; from the start when none is."""
-        if self.turn_after is None:
-            return 0
-        order = {name: i for i, name in enumerate(self.ops)}
-        last = order.get(self.turn_after, -1)
-        return next((k for k, name in enumerate(names) if order.get(name, -1) > last), 0)
 
     def _claim_streams(self, items: Sequence[tuple[str, ConsumerOps, int]], chunk_size: int,
                        run: str, seq: int, stop: threading.Event | None

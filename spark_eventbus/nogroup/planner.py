@@ -19,7 +19,15 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from ..core.ids import StreamId
-from ..core.planning import MAX_CLAIM_CHUNK, entries_within, share_budget, should_wait
+from ..core.planning import (
+    MAX_CLAIM_CHUNK,
+    entries_within,
+    next_turn,
+    share_budget,
+    should_wait,
+    stream_grants,
+    takes_turns,
+)
 from ..core.positions import (
     Position,
     PositionOffset,
@@ -75,6 +83,8 @@ class PositionPlanner:
         self.last_tails: dict[str, Tail | None] = {}
         self.last_positions: dict[str, Position] = {}
         self.last_batch_at = time.monotonic()
+        # streams take turns (planning.takes_turns): the last stream a batch served
+        self.turn_after: str | None = None
         # Look-ahead: while Spark runs a batch cut before a stream's end, a thread finds where
         # the next one ends (the driver's XRANGE off the critical path); latestOffset joins it
         self.ahead: dict[str, _Ahead] = {}
@@ -334,6 +344,15 @@ class PositionPlanner:
         gaps = [behind(positions[n], bounds[n]) for n in names]
         if budget is None:
             grants: list[int | None] = [None] * len(names)
+        elif takes_turns(budget, len(names)):
+            # Too many streams with news for a share each worth its cost: they take turns
+            # from where the last batch stopped, each up to MIN_SHARE entries (a stream that
+            # fits whole needs no read here to find its cut)
+            k = next_turn(self.names, names, self.turn_after)
+            names, gaps = names[k:] + names[:k], gaps[k:] + gaps[:k]
+            grants = list(stream_grants(budget, gaps))
+            served = [n for n, g in zip(names, grants, strict=True) if g]
+            self.turn_after = served[-1] if served else self.turn_after
         else:
             grants = list(share_budget(budget, [budget if g is None else g for g in gaps]))
         bytes_left = self.opts.max_bytes_per_trigger

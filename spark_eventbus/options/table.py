@@ -233,7 +233,11 @@ OPTIONS: tuple[Option, ...] = (
            whole(1, 10_000_000, "it bounds the entries of one micro-batch"), 100_000,
            frozenset({STREAMING}),
            help="the most entries in one micro-batch",
-           doc="Also under `AvailableNow`; reclaimed entries count against it."),
+           doc="Also under `AvailableNow`; reclaimed entries count against it. Shared across "
+               "the streams with new entries: fair shares while each gets at least 16; below "
+               "that the streams take turns, each up to 16 entries (or all it has), starting "
+               "after the last stream the previous batch served, so a batch over many small "
+               "streams takes each whole once rather than a little of every one."),
     Option("maxBytesPerTrigger", "max_bytes_per_trigger",
            whole(1, 2**40, "it bounds the bytes (field names + values) of one micro-batch; "
                  "leave it out for no byte bound"), None, frozenset({STREAMING}),

@@ -588,6 +588,24 @@ def test_more_streams_with_news_than_the_budget_take_turns(redis_server, names):
     assert all(n == 5 for b in batches for n in b.values())  # each stream whole, once
 
 
+def test_streams_drained_whole_in_their_turn_are_not_asked_again(redis_server, names):
+    """Streams take turns and each turn takes a stream whole (its lag known): each stream is
+    claimed once, with one XREADGROUP, and the batch's spare is not offered to them again one
+    stream at a time (400 round trips that find nothing)."""
+    r = redis_server.client()
+    streams, ids = _many(r, names["stream"], 400, 2)
+    reader = driver_reader(redis_server.url, ",".join(streams), names["group"])
+    start = reader.initialOffset()
+    reads, claims = _calls(r, "xreadgroup"), _calls(r, "xinfo|stream")  # one per claim
+    end = reader.latestOffset(start, ReadMaxRows(1_000))  # < 400 x MIN_SHARE: turns
+    reader.driver.prefetch.join()
+    batch = BatchOffset.from_json(end)
+    assert batch.count == len(ids) and len(batch.streams) == 400
+    assert _calls(r, "xreadgroup") - reads == 400
+    assert _calls(r, "xinfo|stream") - claims == 400
+    reader.stop()
+
+
 @pytest.mark.server
 def test_heartbeat_leases_over_names_with_braces_colons_and_a_shared_tag(redis_server, names):
     """The leases live long and the driver's one heartbeat says it is alive:

@@ -11,6 +11,7 @@ from spark_eventbus.core.offsets import BatchOffset, ClaimedRange, StreamBatch
 from spark_eventbus.core.planning import (
     MAX_CLAIM_CHUNK,
     MIN_SHARE,
+    next_turn,
     SYNC_CLAIM_ENTRIES,
     UNBOUNDED_GRANT,
     Slice,
@@ -324,3 +325,15 @@ def test_min_entries_waits_until_enough_or_the_delay_has_passed():
     assert not should_wait(100, 5, waited_ms=1000, max_delay_ms=1000)  # the delay releases it
     assert not should_wait(None, 0, waited_ms=0, max_delay_ms=1000)  # option not set
     assert not should_wait(100, None, waited_ms=0, max_delay_ms=1000)  # lag unknown: no wait
+
+
+def test_the_next_turn_starts_after_the_last_stream_served_by_name():
+    """The streams with something to read change between batches (some run dry, new ones
+    join): the next turn starts at the first of them listed after the last one served,
+    wherever it sits in the list now, and wraps round."""
+    listed = [f"s{i}" for i in range(10)]
+    assert next_turn(listed, listed, None) == 0
+    assert next_turn(listed, ["s4", "s5", "s8", "s9"], "s3") == 0  # s0-s3 ran dry
+    assert next_turn(listed, ["s0", "s1", "s8", "s9"], "s5") == 2
+    assert next_turn(listed, ["s0", "s1", "s2"], "s9") == 0  # wraps round
+    assert next_turn(listed, ["s2", "s6"], "gone") == 0  # the last one served left
