@@ -20,7 +20,7 @@ from pathlib import Path
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import start_redis
+from bench import spread, start_redis
 
 
 def _cpu(r: redis.Redis) -> float:
@@ -35,11 +35,7 @@ def main() -> None:
     try:
         r = redis.Redis(port=port)
         names = [f"floor:{i}" for i in range(streams)]
-        for first in range(0, streams * each, 100_000):
-            pipe = r.pipeline(transaction=False)
-            for i in range(first, min(first + 100_000, streams * each)):
-                pipe.xadd(names[i % streams], {"n": str(i), "payload": "x" * 60})
-            pipe.execute()
+        spread(r, names, streams * each)
         steps: list[tuple[str, float, float]] = []
         clock, cpu = time.perf_counter(), _cpu(r)
 

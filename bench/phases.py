@@ -25,7 +25,7 @@ from typing import Any
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import start_redis
+from bench import spread, start_redis
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -53,11 +53,7 @@ def main() -> None:
     try:
         r = redis.Redis(port=port)
         names = [f"ph:{i}" for i in range(streams)]
-        for first in range(0, streams * each, 100_000):
-            pipe = r.pipeline(transaction=False)
-            for i in range(first, min(first + 100_000, streams * each)):
-                pipe.xadd(names[i % streams], {"n": str(i), "payload": "x" * 60})
-            pipe.execute()
+        spread(r, names, streams * each)
         reader = driver_reader(f"redis://127.0.0.1:{port}/0", ",".join(names), "g",
                                consumer="c", maxEntriesPerTrigger=str(budget))
         last, cpu = _stats(r), _cpu_ms(r)

@@ -232,9 +232,11 @@ class Claimer:
     def claim_new(self, left: int | None, budget: int | None, run: str, seq: int,
                   stop: threading.Event | None = None,
                   probes: list[Probe] | None = None) -> dict[str, StreamBatch]:
-        """Claim up to ``left`` new entries (all when None), shared fairly across streams:
-        streams that run dry leave their share to the others. Streams with nothing added
-        since the group's last delivery (one pipelined probe) are not asked at all."""
+        """Claim up to ``left`` new entries (all when None), shared across streams
+        (:func:`.planning.stream_grants`): fair shares, streams that run dry leaving theirs to
+        the others; or, when that would give a stream fewer than ``MIN_SHARE``, in turns. Streams
+        with nothing added since the group's last delivery (one pipelined probe) are not asked
+        at all."""
         found = [(name, op, p.lag) for (name, op), p in zip(
             self.ops.items(), self.probes.probe() if probes is None else probes, strict=True)
             if p.has_new]
