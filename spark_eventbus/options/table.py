@@ -31,6 +31,7 @@ from ..core.connection import (
     parse_sentinels,
     spell,
 )
+from ..core.planning import MIN_SHARE
 from .modes import (
     ACKING,
     ALL,
@@ -234,10 +235,10 @@ OPTIONS: tuple[Option, ...] = (
            frozenset({STREAMING}),
            help="the most entries in one micro-batch",
            doc="Also under `AvailableNow`; reclaimed entries count against it. Shared across "
-               "the streams with new entries: fair shares while each gets at least 16; below "
-               "that the streams take turns, each up to 16 entries (or all it has), starting "
-               "after the last stream the previous batch served, so a batch over many small "
-               "streams takes each whole once rather than a little of every one."),
+               f"the streams with new entries: fair shares while each gets at least {MIN_SHARE}; "
+               f"below that the streams take turns, each up to {MIN_SHARE} entries (or all it "
+               "has), starting after the last stream the previous batch served, so a batch over "
+               "many small streams takes each whole once rather than a little of every one."),
     Option("maxBytesPerTrigger", "max_bytes_per_trigger",
            whole(1, 2**40, "it bounds the bytes (field names + values) of one micro-batch; "
                  "leave it out for no byte bound"), None, frozenset({STREAMING}),
