@@ -90,7 +90,7 @@ class Closer:
         self.metrics.lost_ranges += ranges
         if self.options.ack_mode == "commit":
             earlier = [(op, StreamBatch.from_json(plan)) for op in ops
-                       for plan in found[op.stream][1].values()
+                       for plan in found[op.stream][1]
                        if plan.get("run") == committed.run]
             since = self.claimer.probes.generation()
             self._acked(acks.ack(earlier), since)

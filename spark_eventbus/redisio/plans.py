@@ -58,7 +58,7 @@ def left_behind(ops: Sequence[ConsumerOps]) -> set[str]:
 
 
 def committed_plans(ops: Sequence[ConsumerOps], committed_seq: int
-                    ) -> list[tuple[list[str], dict[str, dict[str, Any]]]]:
+                    ) -> list[tuple[list[str], list[dict[str, Any]]]]:
     """Each stream's plans of batches Spark has committed (seq <= ``committed_seq``),
     pipelined: their fields, and the plans of batches before ``committed_seq`` parsed (a
     driver that died before acking them; the committed batch's own plan is not parsed: its
@@ -70,13 +70,13 @@ def committed_plans(ops: Sequence[ConsumerOps], committed_seq: int
     out = []
     for r in raw:
         fields: list[str] = []
-        earlier: dict[str, dict[str, Any]] = {}
+        earlier: list[dict[str, Any]] = []
         for f, v in as_map(r).items():
             seq = int(f)
             if seq <= committed_seq:
                 fields.append(text(f))
                 if seq < committed_seq:
-                    earlier[text(f)] = json.loads(v)
+                    earlier.append(json.loads(v))
         out.append((fields, earlier))
     return out
 
