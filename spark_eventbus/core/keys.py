@@ -38,6 +38,7 @@ LEASE = "lease"  # string: owner of a (stream, group, consumer), with a TTL
 ALIVE = "alive"  # string: a streaming query (its driver) is alive, with a TTL
 SINK_MARKERS = "sink"  # set: '<partition>:<chunk>' written, per (stream, query, batch, task)
 SINK_REGISTRY = "sink-registry"  # hash: batch id -> marker keys of that batch, per query
+SINK_SEAL = "sink-seal"  # string: the last batch no attempt may write any more, per (stream, query)
 DLQ_MARKERS = "dlq"  # set: source IDs added to a dead-letter stream, not yet acked (cluster)
 REPLAY_MARKERS = "replay"  # set: dead-letter IDs added back to a stream, not yet deleted
 LOSSES = "loss"  # hash: batch seq -> what its replay found missing, per (stream, group, consumer)
@@ -135,6 +136,26 @@ def sink_marker_key(stream: str, query: str, batch: str, partition: int) -> str:
     """Set of chunks of (``query``, ``batch``, ``partition``) already written to ``stream``.
     Per partition: only attempts of one task touch it, so a sink transaction may WATCH it."""
     return derived_key(stream, SINK_MARKERS, query, batch, str(partition))
+
+
+def sink_seal_key(stream: str, query: str) -> str:
+    """String, in ``stream``'s slot: the highest batch of ``query`` whose markers are gone
+    (pruned after a later batch committed, or the one-off write ended). A sink transaction
+    ``WATCH``es it with the marker set, so that a late attempt of a task of such a batch — a
+    failed attempt's Python worker still writing the input it had received, a speculative copy
+    that lost — writes nothing."""
+    return derived_key(stream, SINK_SEAL, query)
+
+
+def sink_seal_of_marker(marker: str) -> tuple[str, int]:
+    """The seal key and the batch of the marker key ``marker`` (:func:`sink_marker_key` of
+    the same stream and query): what the driver sets before it deletes that marker."""
+    head, batch, _partition = marker.rsplit(":", 2)
+    close = head.index("}")  # a slot tag holds no '}'
+    role = f":{PREFIX}:{SINK_MARKERS}:"
+    if head[close + 1:close + 1 + len(role)] != role:
+        raise ValueError(f"not a sink marker key: {marker!r}")
+    return f"{head[:close + 1]}:{PREFIX}:{SINK_SEAL}:{head[close + 1 + len(role):]}", int(batch)
 
 
 def dead_letter_marker_key(dlq: str, source: str, group: str) -> str:

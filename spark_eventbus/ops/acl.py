@@ -46,11 +46,12 @@ ROLES: dict[str, tuple[str, ...]] = {
     # spark.readStream without a group: each stream's end (XINFO STREAM), the entries where a
     # batch ends before it (XRANGE), streamPattern's SCAN; nothing written.
     "reader-without-group": (*_CONNECT, "xinfo|stream", "xrange", "scan"),
-    # df.write / writeStream: a chunk as WATCH + MULTI/EXEC (XADD, trimming, markers); the
-    # marker registry. No scripts.
+    # df.write / writeStream: a chunk as WATCH + MULTI/EXEC (XADD, trimming, markers, the
+    # seal's GET); the marker registry; the seals (SET) raised before markers are deleted. No
+    # scripts.
     "sink": (*_CONNECT, "type", "xadd", "xtrim", "time", "sismember", "sadd", "srem",
              "pexpire", "watch", "multi", "exec", "discard", "hset", "hgetall", "hdel", "unlink",
-             *_WAIT, "smismember"),
+             "get", "set", *_WAIT, "smismember"),
     # foreachBatch(AckingBatchWriter): XACK; dead letters moved in the marked steps of
     # redisio/deadletter.py (XPENDING, XRANGE, dead_letter_add.lua, XACK).
     "acking-writer": (*_CONNECT, *_SCRIPTS, "xack", "xpending", "xrange", "xadd", "sismember",

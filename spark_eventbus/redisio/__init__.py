@@ -10,7 +10,7 @@
 * :mod:`.streams` — type checks, paged XRANGE, chunked XACK, packed commands.
 * :mod:`.durability` — WAIT/WAITAOF barriers after the writes the guarantees rest on.
 * :mod:`.produce` — a chunk of XADDs with its idempotency marker as one transaction.
-* :mod:`.markers` — the sink's marker registry and marker pruning after a commit.
+* :mod:`.markers` — the sink's marker registry, seals and marker pruning after a commit.
 * :mod:`.wire` — the one wire: many commands in one round trip, on redis-py's public API.
 * :mod:`.group` — one consumer of one group on one stream: the commands of each concern, and
   group creation. Each concern below takes a list of them (one stream is a list of one) and
@@ -41,7 +41,7 @@ from .losses import (
     settle_losses,
     xrange_each,
 )
-from .markers import delete_keys, forget_batches, record_markers
+from .markers import delete_keys, forget_batches, record_markers, seal_batches
 from .probes import GroupStats, Probe, checked_lag, total
 from .produce import NO_TRIM, Trim, add_chunk, check_acked_trim, check_transactions, write_chunk
 from .scripts import run_script, script_text
@@ -107,6 +107,7 @@ __all__ = [
     "replay_page",
     "run_script",
     "script_text",
+    "seal_batches",
     "server_capabilities",
     "settle_losses",
     "stream_exists",

@@ -1,17 +1,19 @@
 """The sink's idempotency markers after a commit (driver side): the query's registry of marker
-keys per batch (``HSET``/``HGETALL``/``HDEL``) and the deletion of markers no replay needs any
-more (``UNLINK``). Errors come out as :class:`~spark_eventbus.errors.EventBusError`; the caller
-decides what a failure means (the batch is committed anyway: markers expire on their own)."""
+keys per batch (``HSET``/``HGETALL``/``HDEL``), the seals raised before markers go
+(``GET``/``SET``) and the deletion of markers no replay needs any more (``UNLINK``). Errors
+come out as :class:`~spark_eventbus.errors.EventBusError`; the caller decides what a failure
+means (the batch is committed anyway: markers expire on their own)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from ..core.connection import ConnectionSpec
 from .boundary import redis_errors
 from .client import client
 from .streams import text
+from .wire import pipeline, raise_first
 
 # Keys per UNLINK call.
 _UNLINK_CHUNK = 500
@@ -27,6 +29,23 @@ def record_markers(spec: ConnectionSpec, registry: str, batch: int, markers: Seq
         r.pexpire(registry, ttl_ms)
         return {text(f): json.loads(v) for f, v in r.hgetall(registry).items()
                 if int(f) < batch}
+
+
+def seal_batches(spec: ConnectionSpec, seals: Mapping[str, int], ttl_ms: int) -> None:
+    """Raise each seal key of ``seals`` to its batch (a seal never goes down: one already
+    higher keeps its batch) and renew its TTL to ``ttl_ms``: two round trips per node. The
+    commits of one query run one after another, so nothing writes a seal between its ``GET``
+    and its ``SET``. Before the markers of those batches are deleted (:func:`delete_keys`):
+    a late attempt that then finds no marker finds the seal. Idempotent."""
+    if not seals:
+        return
+    with redis_errors("sealing the sink's finished batches", spec):
+        r = client(spec)
+        keys = sorted(seals)
+        now = raise_first(pipeline(r, [("GET", k) for k in keys]))
+        raise_first(pipeline(r, [
+            ("SET", k, str(max(seals[k], int(v) if v is not None else -1)), "PX", ttl_ms)
+            for k, v in zip(keys, now, strict=True)]))
 
 
 def delete_keys(spec: ConnectionSpec, keys: Sequence[str]) -> None:

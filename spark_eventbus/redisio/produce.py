@@ -5,16 +5,21 @@ The sink's chunks arrive here as ``XADD`` commands already encoded as RESP
 (:func:`spark_eventbus.writes.chunking.xadd_commands`). One chunk is two round trips on one
 connection of the node serving the stream:
 
-1. ``WATCH <marker>``, ``SISMEMBER <marker> <member>``, ``TYPE <stream>`` (and ``TIME`` when
-   trimming by age), ``MULTI``. A member already there: an earlier attempt wrote the chunk;
-   ``DISCARD``, nothing is added.
+1. ``WATCH <marker> <seal>``, ``SISMEMBER <marker> <member>``, ``GET <seal>``, ``TYPE
+   <stream>`` (and ``TIME`` when trimming by age), ``MULTI``. A member already there: an
+   earlier attempt wrote the chunk; a seal at or above the chunk's batch: the batch is over
+   (committed, its markers gone) and this is a late attempt. Either way ``DISCARD``, nothing
+   is added.
 2. The ``XADD``s, trimming, ``SADD <marker> <member>``, ``PEXPIRE``, ``EXEC``. ``EXEC`` runs
-   all of it, or nothing when another attempt touched the marker since the ``WATCH``; then 1
-   again.
+   all of it, or nothing when another attempt touched the marker, or the driver the seal,
+   since the ``WATCH``; then 1 again.
 
 The marker set is per (stream, query, batch, partition), so only attempts of the same task
 (a retry, a speculative copy) ever touch it, and a lost ``WATCH`` means the other attempt
-wrote a chunk: the rounds end, each one either writing or finding the chunk written.
+wrote a chunk: the rounds end, each one either writing or finding the chunk written. The
+seal (per stream and query, :func:`spark_eventbus.core.keys.sink_seal_key`) is what makes
+deleting the markers safe: the driver raises it to a batch before it deletes that batch's
+markers, so an attempt still running then finds one or the other.
 Redis runs these commands as it runs any client's (no script interpreter in between).
 
 On a cluster the transaction goes to the node the slot map names. A slot that moved
@@ -33,7 +38,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from ..core.connection import ConnectionSpec
-from ..core.keys import sink_marker_key
+from ..core.keys import sink_marker_key, sink_seal_key
 from ..errors import ConfigError
 from .base import Redis
 from .boundary import redis_errors
@@ -49,8 +54,9 @@ from .wire import packed as command
 # task of fewer chunks than this always ends; the bound only stops a runaway.
 WATCH_ROUNDS = 10_000
 
-# The transaction's commands, which the ACL user needs (``eventbus acl-rule --role sink``).
-TRANSACTION_COMMANDS = ("watch", "multi", "exec", "discard", "srem")
+# The transaction's commands and the seal's, which the ACL user needs (``eventbus acl-rule
+# --role sink``).
+TRANSACTION_COMMANDS = ("watch", "multi", "exec", "discard", "srem", "get", "set")
 
 _MULTI = command("MULTI")
 _EXEC = command("EXEC")
@@ -71,6 +77,14 @@ class Trim:
 
 
 NO_TRIM = Trim()
+
+# A chunk's seal: the seal key of its stream and query, and the chunk's batch.
+Seal = tuple[str, int]
+
+
+def sealed(value: bytes | str | None, batch: int) -> bool:
+    """Whether a seal holding ``value`` (``GET``; ``None``: no seal) closes ``batch``."""
+    return value is not None and int(value) >= batch
 
 
 class _NotPermitted(redis.ResponseError):
@@ -118,23 +132,30 @@ def _read(conn: Any) -> Any:
 
 
 def _once(conn: Any, stream: str, xadds: bytes, count: int, marker: str | None, member: str,
-          ttl_ms: int, trim: Trim) -> tuple[int, bool] | None:
-    """Steps 1 and 2 once: (entries added, already written), or ``None`` when the WATCH was
-    lost. Raises what Redis refused. ``MULTI`` ends step 1, so that a refused ``MULTI`` (an
-    ACL rule without it) is seen before any ``XADD`` is sent."""
+          ttl_ms: int, trim: Trim, seal: Seal | None = None) -> tuple[int, bool] | None:
+    """Steps 1 and 2 once: (entries added, already written or sealed), or ``None`` when the
+    WATCH was lost. Raises what Redis refused. ``MULTI`` ends step 1, so that a refused
+    ``MULTI`` (an ACL rule without it) is seen before any ``XADD`` is sent."""
     head = [command("TYPE", stream)]
     if marker is not None:
-        head = [command("WATCH", marker), command("SISMEMBER", marker, member), *head]
+        check = [command("SISMEMBER", marker, member)]
+        if seal is not None:
+            check.append(command("GET", seal[0]))
+        watched = (marker, seal[0]) if seal is not None else (marker,)
+        head = [command("WATCH", *watched), *check, *head]
     if trim.min_age_ms is not None:
         head.append(command("TIME"))
     conn.send_packed_command([*head, _MULTI])
     replies = [_read(conn) for _ in head]
     _read(conn)  # +OK of MULTI
-    if marker is not None and int(replies[1]) == 1:
-        conn.send_packed_command([_DISCARD])  # also drops the WATCH
-        _read(conn)
-        return 0, True
-    kind = text(replies[2 if marker is not None else 0])
+    kind_at = 0
+    if marker is not None:
+        kind_at = 3 if seal is not None else 2
+        if int(replies[1]) == 1 or (seal is not None and sealed(replies[2], seal[1])):
+            conn.send_packed_command([_DISCARD])  # also drops the WATCH
+            _read(conn)
+            return 0, True
+    kind = text(replies[kind_at])
     if kind not in ("stream", "none"):
         # Checked here because EXEC has no rollback: a failed XADD would not stop the SADD.
         raise redis.ResponseError(
@@ -171,12 +192,15 @@ def _once(conn: Any, stream: str, xadds: bytes, count: int, marker: str | None, 
 
 
 def add_chunk(r: Redis, stream: str, xadds: bytes, count: int, marker: str | None,
-              member: str, ttl_ms: int, trim: Trim = NO_TRIM) -> tuple[int, bool]:
+              member: str, ttl_ms: int, trim: Trim = NO_TRIM, seal: Seal | None = None
+              ) -> tuple[int, bool]:
     """Add ``count`` entries (``xadds``: that many ``XADD stream * ...`` in RESP) to
     ``stream`` and, when ``marker`` is given, ``member`` to the set ``marker`` (in the
-    stream's slot), atomically, unless ``member`` is already there; then trim.
+    stream's slot), atomically, unless ``member`` is already there or ``seal`` (its key, in
+    the stream's slot too, and the chunk's batch) says the batch is over; then trim.
 
-    Returns (entries added, whether the marker said the chunk was already written). Connection
+    Returns (entries added, whether the marker said the chunk was already written or the
+    seal that its batch is over). Connection
     errors are retried through the client's ``Retry`` (on a cluster, see the module's
     docstring): with a marker that is safe, as a retry first looks for the marker; without one
     (``idempotent=false``) a retry after a connection lost during ``EXEC`` can add the chunk
@@ -186,7 +210,7 @@ def add_chunk(r: Redis, stream: str, xadds: bytes, count: int, marker: str | Non
 
     def attempt(conn: Any) -> tuple[int, bool]:
         for _ in range(WATCH_ROUNDS):
-            done = _once(conn, stream, xadds, count, marker, member, ttl_ms, trim)
+            done = _once(conn, stream, xadds, count, marker, member, ttl_ms, trim, seal)
             if done is not None:
                 return done
         raise redis.ResponseError(
@@ -238,16 +262,19 @@ def _not_permitted(exc: BaseException) -> ConfigError:
 def check_transactions(spec: ConnectionSpec, stream: str | None) -> None:
     """At start (driver), before any task, once per process: the ACL user may run the chunk's
     transaction — ``MULTI`` and an empty ``EXEC``, ``MULTI`` and ``DISCARD``, and, when the
-    write names its ``stream``, ``WATCH`` and ``SREM`` of a marker key of it that no write
-    uses (nothing changes). A :class:`ConfigError` naming the commands to add otherwise. On a
-    cluster, on the node of ``stream``'s slot (any slot's without one), through a failover as
-    the chunks go (:func:`.wire.on_slot`)."""
+    write names its ``stream``, ``WATCH`` and ``SREM`` of a marker key of it and ``GET`` and
+    ``SET … XX`` of a seal key of it that no write uses (nothing changes). A
+    :class:`ConfigError` naming the commands to add otherwise. On a cluster, on the node of
+    ``stream``'s slot (any slot's without one), through a failover as the chunks go
+    (:func:`.wire.on_slot`)."""
     if (spec, stream) in _checked:
         return
     cmds = [_MULTI, _EXEC, _MULTI, _DISCARD]
     if stream:
         probe_key = sink_marker_key(stream, "check", "-", 0)
-        cmds = [command("WATCH", probe_key), command("SREM", probe_key, "-"), *cmds]
+        seal_key = sink_seal_key(stream, "check")
+        cmds = [command("WATCH", probe_key), command("SREM", probe_key, "-"),
+                command("GET", seal_key), command("SET", seal_key, "-", "XX"), *cmds]
 
     def probe(conn: Any) -> None:
         conn.send_packed_command(cmds)
@@ -271,15 +298,17 @@ _checked: set[tuple[ConnectionSpec, str | None]] = set()
 
 
 def write_chunk(spec: ConnectionSpec, stream: str, xadds: bytes, count: int,
-                marker: str, member: str | None, ttl_ms: int, trim: Trim) -> tuple[int, int]:
+                marker: str, member: str | None, ttl_ms: int, trim: Trim,
+                seal: Seal | None = None) -> tuple[int, int]:
     """One sink chunk (executor side): :func:`add_chunk` on this process's client for
-    ``spec``. ``member`` ``None``: no idempotency marker. Returns (entries added, chunks found
-    already written); redis-py errors come out as :class:`~spark_eventbus.errors.EventBusError`.
+    ``spec``. ``member`` ``None``: no idempotency marker (nor seal). Returns (entries added,
+    chunks found already written or sealed); redis-py errors come out as
+    :class:`~spark_eventbus.errors.EventBusError`.
     """
     if trim.acked_only:
         check_acked_trim(spec, stream)
     with redis_errors(f"writing {count} entries to stream {stream!r}", spec):
         added, skipped = add_chunk(client(spec), stream, xadds, count,
                                    marker if member is not None else None, member or "",
-                                   ttl_ms, trim)
+                                   ttl_ms, trim, seal if member is not None else None)
     return added, int(skipped)

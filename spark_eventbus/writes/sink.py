@@ -10,7 +10,11 @@ batch — task retry, speculative attempt, or the whole batch again after a driv
 the markers of chunks already written and adds nothing twice.
 
 Markers of batch N are kept until batch N+1 commits: Spark starts batch N+1 only after batch N
-is in its commit log, so from then on batch N is never replayed.
+is in its commit log, so from then on batch N is never replayed. But an attempt Spark has given
+up on may still be writing (a failed attempt's Python worker writes out the input it had
+received; a speculative copy that lost runs until killed), so before the markers go the driver
+raises the seal of their (stream, query) to their batch, and a chunk transaction also
+``WATCH``es the seal: such a late attempt writes nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +32,13 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from ..core.keys import BOOKKEEPING_TTL_MS, sink_marker_key, sink_registry_key
+from ..core.keys import (
+    BOOKKEEPING_TTL_MS,
+    sink_marker_key,
+    sink_registry_key,
+    sink_seal_key,
+    sink_seal_of_marker,
+)
 from ..core.worker_gc import settle
 from ..errors import ConfigError, EventBusError, UnwritableRowError
 from ..options.writer import SinkOptions
@@ -43,6 +53,7 @@ from ..redisio import (
     forget_batches,
     preflight,
     record_markers,
+    seal_batches,
     wait_for_writes,
     write_chunk,
 )
@@ -57,6 +68,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("spark_eventbus")
 
 MARKER_TTL_MS = BOOKKEEPING_TTL_MS  # safety net for abandoned queries; see docs/key-layout.md
+# A one-off write's seals (its query is a fresh id): they outlast its late attempts, which run
+# on for seconds, by far; a streaming query's are renewed at each commit (MARKER_TTL_MS).
+ONE_OFF_SEAL_TTL_MS = 3600 * 1000
 _BATCH_ID = "streaming.sql.batchId"  # local properties Spark sets for every micro-batch job
 _QUERY_ID = "sql.streaming.queryId"  # stable across restarts from the same checkpoint
 
@@ -74,6 +88,9 @@ class SinkCommitMessage(WriterCommitMessage):
     dead_lettered: int
     reasons: tuple[tuple[str, int], ...]  # rules broken by dead-lettered rows, and counts
     markers: tuple[str, ...]
+    # (query, batch) is this write's alone (a streaming query's id, a one-off write's), so its
+    # batches can be sealed; not so for writeId + batchId under Spark Connect
+    fenced: bool = True
 
 
 def _dlq_extra(query: str, batch: str, partition: int) -> list[tuple[str, str]]:
@@ -93,9 +110,12 @@ def _reject_error(rejects: list[Reject], partition: int) -> UnwritableRowError:
 
 
 def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: str,
-                    partition: int, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+                    partition: int, batches: Iterator[pa.RecordBatch], fenced: bool = True
+                    ) -> SinkCommitMessage:
     """Write one task's rows (executor side). Idempotent per (query, batch, partition) when
-    ``opts.idempotent``: chunks are numbered per target stream in input order."""
+    ``opts.idempotent``: chunks are numbered per target stream in input order. ``fenced``:
+    ``query`` names this write alone, so a chunk also looks at the seal of (stream, query) and
+    writes nothing once the driver has sealed ``batch``."""
     # Here, not at the module's top: the encoder's NumPy, pyarrow compute functions and the
     # pandas that pyarrow loads for its first scalar are for the tasks; Spark's planner
     # processes, which make the writer and commit its batches, import this module without
@@ -122,9 +142,10 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
         nonlocal replayed
         key = sink_marker_key(chunk.stream, query, batch, partition)
         member = f"{partition}:{chunk.index}" if opts.idempotent else None
+        seal = (sink_seal_key(chunk.stream, query), int(batch)) if fenced else None
         chunk_trim = NO_TRIM if chunk.stream == dlq else trim
         added, skipped = write_chunk(spec, chunk.stream, xadd_commands(chunk), chunk.rows, key,
-                                     member, MARKER_TTL_MS, chunk_trim)
+                                     member, MARKER_TTL_MS, chunk_trim, seal)
         if opts.idempotent:
             markers.add(key)
         if member is not None:
@@ -156,7 +177,7 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
                     f"writing batch {batch} partition {partition}")
     return SinkCommitMessage(query, batch, partition, rows, tuple(sorted(written.items())),
                              replayed, dead, tuple(sorted(reasons.items())),
-                             tuple(sorted(markers)))
+                             tuple(sorted(markers)), fenced)
 
 
 def _barrier(marker: str, ids: list[str]) -> Barrier:
@@ -222,11 +243,29 @@ class _SinkBase:
             log.warning("spark-eventbus sink: could not record batch %d's markers (%s); they "
                         "expire within 7 days.", batch, exc)
             return
-        if older and self._delete_markers(sorted({k for v in older.values() for k in v})):
+        keys = sorted({k for v in older.values() for k in v})
+        if older and self._retire_markers(
+                keys, MARKER_TTL_MS if all(m.fenced for m in msgs) else None):
             self._try(lambda: forget_batches(spec, reg, older))  # else pruned at next commit
 
-    def _delete_markers(self, keys: list[str]) -> bool:
-        return self._try(lambda: delete_keys(self.opts.connection, keys))
+    def _retire_markers(self, keys: list[str], seal_ttl_ms: int | None,
+                        also: dict[str, int] | None = None) -> bool:
+        """Delete the marker ``keys``; first, unless ``seal_ttl_ms`` is ``None``, raise the
+        seal of each one's (stream, query) to its batch (and the seals in ``also``), with that
+        TTL. A seal that cannot be raised keeps the markers (they expire on their own)."""
+        seals = dict(also or {})
+        if seal_ttl_ms is not None:
+            for key in keys:
+                seal, batch = sink_seal_of_marker(key)
+                seals[seal] = max(seals.get(seal, batch), batch)
+        spec = self.opts.connection
+
+        def retire() -> None:
+            if seal_ttl_ms is not None:
+                seal_batches(spec, seals, seal_ttl_ms)
+            delete_keys(spec, keys)
+
+        return self._try(retire)
 
     def _try(self, op: Callable[[], None]) -> bool:
         """Pruning after a commit: the batch is committed whatever happens here; markers left
@@ -288,10 +327,11 @@ class EventBusBatchWriter(_SinkBase, DataSourceArrowWriter):
 
         ctx = TaskContext.get()
         assert ctx is not None, "write() runs in a Spark task"
-        query, batch = self.write_id, "0"
+        query, batch, fenced = self.write_id, "0", True
         if self.opts.write_id is not None:
-            query, batch = _replayable_write(self.opts, *_streaming_ids(ctx))
-        return write_partition(self.opts, self.plan, query, batch, ctx.partitionId(), iterator)
+            query, batch, fenced = _replayable_write(self.opts, *_streaming_ids(ctx))
+        return write_partition(self.opts, self.plan, query, batch, ctx.partitionId(), iterator,
+                               fenced)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         msgs = _messages(messages)
@@ -301,26 +341,38 @@ class EventBusBatchWriter(_SinkBase, DataSourceArrowWriter):
                 self._commit_markers(msgs[0].query, int(msgs[0].batch), msgs)
             return
         _summary(msgs, "write")
-        self._delete_markers(sorted({k for m in msgs for k in m.markers}))
+        self._end(msgs)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         msgs = _messages(messages)
         _summary(msgs, "aborted write")
         if self.opts.write_id is None:  # a one-off write is never replayed under its id
-            self._delete_markers(sorted({k for m in msgs for k in m.markers}))
+            self._end(msgs)
+
+    def _end(self, msgs: list[SinkCommitMessage]) -> None:
+        """A one-off write is over: seal it — on the streams its finished tasks wrote and on the
+        ``stream`` option's, which a failed task's late attempt writes to — and delete its
+        markers."""
+        if not self.opts.idempotent:
+            return
+        also = {sink_seal_key(self.opts.stream, self.write_id): 0} if self.opts.stream else {}
+        self._retire_markers(sorted({k for m in msgs for k in m.markers}),
+                             ONE_OFF_SEAL_TTL_MS, also)
 
 
 def _replayable_write(opts: SinkOptions, streaming_query: str | None,
-                      streaming_batch: str | None) -> tuple[str, str]:
-    """The (query, batch) that key a ``writeId`` write's markers. Spark's streaming query id and
-    batch id when the task sees them (classic Spark, inside foreachBatch); under Spark Connect
-    the tasks of a foreachBatch write do not, so option ``batchId`` gives the batch and
-    ``writeId`` alone names the write (it must then be unique per query)."""
+                      streaming_batch: str | None) -> tuple[str, str, bool]:
+    """The (query, batch) that key a ``writeId`` write's markers, and whether the query names
+    this write alone (its batches can be sealed). Spark's streaming query id and batch id when
+    the task sees them (classic Spark, inside foreachBatch); under Spark Connect the tasks of a
+    foreachBatch write do not, so option ``batchId`` gives the batch and ``writeId`` alone names
+    the write (it must then be unique per query; a new checkpoint may reuse it, so its batches
+    are not sealed)."""
     assert opts.write_id is not None
     if streaming_query is not None and streaming_batch is not None:
-        return f"{streaming_query}:{opts.write_id}", streaming_batch
+        return f"{streaming_query}:{opts.write_id}", streaming_batch, True
     if opts.batch_id is not None:
-        return opts.write_id, str(opts.batch_id)
+        return opts.write_id, str(opts.batch_id), False
     raise ConfigError(
         f"option 'writeId' = {opts.write_id!r} works inside foreachBatch of a streaming query "
         "only (it pairs the query's id and batch id with it), and this write's tasks see no "

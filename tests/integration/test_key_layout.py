@@ -58,8 +58,12 @@ def test_sink_routes_rows_to_streams_sharing_a_tag_exactly_once(spark, redis_ser
     for i, stream in enumerate(routes):
         got = Counter(f[b"n"].decode() for _, f in r.xrange(stream))
         assert got == Counter(str(n) for n in range(i, 3000, 3)), stream  # each once
-    # markers and registry of a one-off write are pruned when it commits
-    assert _connector_keys(r, t) == []
+    # markers and registry of a one-off write are pruned when it commits; what stays is its
+    # seal on each target (batch 0), in that target's slot, for an hour
+    left = _connector_keys(r, t)
+    assert [k.decode().split(":eventbus:")[1].split(":")[0] for k in left] == ["sink-seal"] * 3
+    assert {key_slot(k) for k in left} == {key_slot(routes[0])}
+    assert all(r.get(k) == b"0" and 0 < r.pttl(k) <= 3_600_000 for k in left)
 
 
 def test_streaming_sink_replay_with_tagged_routes_adds_nothing_twice(spark, redis_server,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import redis
 
-from spark_eventbus.core.keys import key_slot, sink_marker_key
+from spark_eventbus.core.keys import key_slot, sink_marker_key, sink_seal_key
 from spark_eventbus.redisio import ConnectionSpec, Trim, add_chunk, new_client
 from spark_eventbus.redisio.produce import _once
 from spark_eventbus.writes.chunking import WriteChunk, xadd_commands
@@ -78,6 +78,43 @@ def test_an_attempt_that_writes_the_chunk_between_the_check_and_the_exec_wins(re
         r.connection_pool.release(conn)
     assert raced == [(300, False)]
     assert _numbers(r, stream) == Counter(str(i) for i in range(300))  # each once
+
+
+def test_a_seal_raised_between_the_check_and_the_exec_stops_the_chunk(redis_server, names):
+    """The driver seals a batch (it is over: its markers are about to go) after a late
+    attempt looked for its chunk's marker and before its EXEC: the WATCH on the seal makes
+    Redis drop the EXEC, and the next round sees the seal and adds nothing. A seal below the
+    chunk's batch (an older batch's) lets it write."""
+    r = redis_server.client()
+    stream = names["stream"]
+    marker = sink_marker_key(stream, "q", "4", 0)
+    seal_key = sink_seal_key(stream, "q")
+    packed = xadd_commands(_chunk(stream, 0, 200))
+    r.set(seal_key, "3")
+    assert add_chunk(r, stream, packed, 200, marker, "0:0", 60_000, seal=(seal_key, 4)) == \
+        (200, False)
+    conn = r.connection_pool.get_connection()
+    late = sink_marker_key(stream, "q", "5", 0)
+
+    class Interleaved:  # the real connection; the driver seals just before our XADDs
+        def __getattr__(self, name: str) -> Any:
+            return getattr(conn, name)
+
+        def send_packed_command(self, commands: list[bytes]) -> None:
+            if commands[-1] == b"*1\r\n$4\r\nEXEC\r\n":
+                redis_server.client().set(seal_key, "5")
+            conn.send_packed_command(commands)
+
+    try:
+        attempt = Interleaved()
+        seal = (seal_key, 5)
+        assert _once(attempt, stream, packed, 200, late, "0:0", 60_000, Trim(), seal) is None
+        assert _once(attempt, stream, packed, 200, late, "0:0", 60_000, Trim(), seal) == \
+            (0, True)
+    finally:
+        r.connection_pool.release(conn)
+    assert r.xlen(stream) == 200 and r.exists(late) == 0
+    assert r.execute_command("CLIENT", "LIST").count(b"flags=x") == 0  # no MULTI left open
 
 
 def test_a_key_that_is_no_stream_is_refused_and_nothing_is_marked(redis_server, names):

@@ -22,6 +22,8 @@ from spark_eventbus.core.keys import (
     plan_key,
     sink_marker_key,
     sink_registry_key,
+    sink_seal_key,
+    sink_seal_of_marker,
     slot_tag,
 )
 
@@ -74,6 +76,8 @@ def _all_keys(names: list[str]) -> dict[str, tuple[str, ...]]:
             add(loss_key(stream, a, b), ("loss", stream, a, b))
             for task in (0, 1):
                 add(sink_marker_key(stream, a, b, task), ("sink", stream, a, b, str(task)))
+        for query in parts:
+            add(sink_seal_key(stream, query), ("seal", stream, query))
     for query in names:
         add(sink_registry_key(query), ("registry", query))
     return out
@@ -81,13 +85,14 @@ def _all_keys(names: list[str]) -> dict[str, tuple[str, ...]]:
 
 def test_derived_keys_are_injective_over_tricky_names():
     keys = _all_keys(TRICKY)
-    assert len(keys) == 5 * len(TRICKY) * 12 * 12 + len(TRICKY)
+    assert len(keys) == 5 * len(TRICKY) * 12 * 12 + len(TRICKY) * 12 + len(TRICKY)
 
 
 def test_every_derived_key_lives_in_its_streams_slot():
     for stream in TRICKY:
         for key in (plan_key(stream, "g", "c"), lease_key(stream, "g:1", "{c}"),
-                    loss_key(stream, "g", "c:{x}"), sink_marker_key(stream, "q", "7", 3)):
+                    loss_key(stream, "g", "c:{x}"), sink_marker_key(stream, "q", "7", 3),
+                    sink_seal_key(stream, "q:{1}")):
             assert key_slot(key) == key_slot(stream), (stream, key)
 
 
@@ -106,6 +111,16 @@ def test_keys_are_readable_for_plain_names():
     assert lease_key("a}b", "g", "c").startswith("{slot-")  # no tag can quote 'a}b'
     assert loss_key("orders", "billing", "spark-billing") == (
         "{orders}:eventbus:loss:orders:billing:spark-billing")
+
+
+def test_a_marker_key_gives_its_seal_key_and_batch():
+    """The driver seals what it prunes from the marker keys alone (the registry lists those)."""
+    for stream in TRICKY:
+        for query in ("q", "write-0f3a", "9c1d:sink:3", "{q}:a%b", ""):
+            marker = sink_marker_key(stream, query, "17", 4)
+            assert sink_seal_of_marker(marker) == (sink_seal_key(stream, query), 17)
+    with pytest.raises(ValueError, match="not a sink marker key"):
+        sink_seal_of_marker(plan_key("orders", "g", "1:2"))
 
 
 def test_a_name_no_brace_can_quote_gets_a_searched_tag_of_its_slot():
