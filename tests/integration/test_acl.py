@@ -227,15 +227,16 @@ def test_a_missing_key_pattern_fails_at_query_start_naming_it(spark, redis_serve
     assert q.lastProgress is None
 
 
-@pytest.mark.parametrize("drop", ["+watch", "+multi", "+exec"])
+@pytest.mark.parametrize("drop", ["+watch", "+multi", "+exec", "+get", "+set"])
 def test_a_sink_rule_without_transactions_is_refused_at_start_naming_the_commands(
         spark, redis_server, drop):
-    """A sink user whose rule lacks a transaction command (WATCH, MULTI, EXEC): the write is
-    refused on the driver before any task, naming what to add and the command that prints
-    the rule; nothing is written. The chunk itself says the same on an executor."""
+    """A sink user whose rule lacks a transaction command (WATCH, MULTI, EXEC) or one of the
+    seal's (GET in the chunk, SET on the driver): the write is refused on the driver before
+    any task, naming what to add and the command that prints the rule; nothing is written.
+    The chunk itself says the same on an executor."""
     import numpy as np
 
-    from spark_eventbus.core.keys import sink_marker_key
+    from spark_eventbus.core.keys import sink_marker_key, sink_seal_key
     from spark_eventbus.redisio import ConnectionSpec, add_chunk, new_client
     from spark_eventbus.writes.chunking import WriteChunk, xadd_commands
     from spark_eventbus.writes.encoding import Run
@@ -243,7 +244,7 @@ def test_a_sink_rule_without_transactions_is_refused_at_start_naming_the_command
     r = redis_server.client()
     stream, _ = _names()
     url = _user(r, redis_server, "sink", [stream], drop=drop)
-    fix = r"\+watch \+multi \+exec \+discard \+srem.*eventbus acl-rule --role sink"
+    fix = r"\+watch \+multi \+exec \+discard \+srem \+get \+set.*eventbus acl-rule --role sink"
     with pytest.raises(Exception, match=r"transaction.*ACL user may not run.*" + fix):
         spark.range(10).select(F.col("id").cast("string").alias("n")) \
             .write.format("eventbus").option("url", url).option("stream", stream) \
@@ -251,9 +252,10 @@ def test_a_sink_rule_without_transactions_is_refused_at_start_naming_the_command
     limited = new_client(ConnectionSpec(url))
     marker = sink_marker_key(stream, "q", "0", 0)
     run = Run(("n",), [["a", "b", "c"]], 3, np.zeros(3, dtype=np.int64))
-    with pytest.raises(ConfigError, match=fix):
-        add_chunk(limited, stream, xadd_commands(WriteChunk(stream, 0, [run], 3)), 3, marker,
-                  "0:0", 60_000)
+    if drop != "+set":  # SET is the driver's alone
+        with pytest.raises(ConfigError, match=fix):
+            add_chunk(limited, stream, xadd_commands(WriteChunk(stream, 0, [run], 3)), 3,
+                      marker, "0:0", 60_000, seal=(sink_seal_key(stream, "q"), 0))
     limited.close()
     assert r.exists(stream) == 0 and r.exists(marker) == 0  # nothing ran outside a MULTI
 
@@ -355,3 +357,4 @@ def test_a_user_who_may_not_load_scripts_is_told_the_rule_not_that_lua_is_missin
     assert "may not load" in text and "eventbus acl-rule --role streaming-reader" in text, text
     assert "no Lua engine" not in text and "pw@" not in text
     assert r.xinfo_groups(stream) == []
+
