@@ -43,7 +43,17 @@ from .losses import (
 )
 from .markers import delete_keys, forget_batches, record_markers, seal_batches
 from .probes import GroupStats, Probe, checked_lag, total
-from .produce import NO_TRIM, Trim, add_chunk, check_acked_trim, check_transactions, write_chunk
+from .produce import (
+    ADDED,
+    NO_TRIM,
+    SEALED,
+    WRITTEN,
+    Trim,
+    add_chunk,
+    check_acked_trim,
+    check_transactions,
+    write_chunk,
+)
 from .scripts import run_script, script_text
 from .streams import (
     ACK_CHUNK,
@@ -59,8 +69,11 @@ from .streams import (
 
 __all__ = [
     "ACK_CHUNK",
+    "ADDED",
     "GROUP_GONE_FIX",
     "NO_TRIM",
+    "SEALED",
+    "WRITTEN",
     "Barrier",
     "ClaimResult",
     "ConnectionSpec",

@@ -43,9 +43,16 @@ def seal_batches(spec: ConnectionSpec, seals: Mapping[str, int], ttl_ms: int) ->
         r = client(spec)
         keys = sorted(seals)
         now = raise_first(pipeline(r, [("GET", k) for k in keys]))
-        raise_first(pipeline(r, [
-            ("SET", k, str(max(seals[k], int(v) if v is not None else -1)), "PX", ttl_ms)
-            for k, v in zip(keys, now, strict=True)]))
+        raise_first(pipeline(r, [("SET", k, str(max(seals[k], _batch(v))), "PX", ttl_ms)
+                                 for k, v in zip(keys, now, strict=True)]))
+
+
+def _batch(value: bytes | None) -> int:
+    """The batch a seal holds; -1 for none (or a value that is no batch, written by hand)."""
+    try:
+        return int(value) if value is not None else -1
+    except ValueError:
+        return -1
 
 
 def delete_keys(spec: ConnectionSpec, keys: Sequence[str]) -> None:

@@ -32,7 +32,7 @@ safe with a marker, as each attempt looks for it first.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import redis
 from redis.cluster import RedisCluster
@@ -54,7 +54,8 @@ from .wire import packed as command
 # task of fewer chunks than this always ends; the bound only stops a runaway.
 WATCH_ROUNDS = 10_000
 
-# The transaction's commands and the seal's, which the ACL user needs (``eventbus acl-rule
+# The transaction's commands and the seal's (GET in a chunk's check; SET on the driver, named
+# here for the message that lists what to add), which the ACL user needs (``eventbus acl-rule
 # --role sink``).
 TRANSACTION_COMMANDS = ("watch", "multi", "exec", "discard", "srem", "get", "set")
 
@@ -81,10 +82,21 @@ NO_TRIM = Trim()
 # A chunk's seal: the seal key of its stream and query, and the chunk's batch.
 Seal = tuple[str, int]
 
+# What became of a chunk: added now; found written by an earlier attempt (its marker); or
+# refused because its batch is sealed (a late attempt, or a checkpoint rolled back by hand).
+Outcome = Literal["added", "written", "sealed"]
+ADDED: Outcome = "added"
+WRITTEN: Outcome = "written"
+SEALED: Outcome = "sealed"
 
-def sealed(value: bytes | str | None, batch: int) -> bool:
-    """Whether a seal holding ``value`` (``GET``; ``None``: no seal) closes ``batch``."""
-    return value is not None and int(value) >= batch
+
+def _sealed(value: bytes | str | None, batch: int) -> bool:
+    """Whether a seal holding ``value`` (``GET``; ``None``: no seal) closes ``batch``. A value
+    that is no batch number (written by hand) seals nothing: the chunk goes by its marker."""
+    try:
+        return value is not None and int(value) >= batch
+    except ValueError:
+        return False
 
 
 class _NotPermitted(redis.ResponseError):
@@ -132,8 +144,8 @@ def _read(conn: Any) -> Any:
 
 
 def _once(conn: Any, stream: str, xadds: bytes, count: int, marker: str | None, member: str,
-          ttl_ms: int, trim: Trim, seal: Seal | None = None) -> tuple[int, bool] | None:
-    """Steps 1 and 2 once: (entries added, already written or sealed), or ``None`` when the
+          ttl_ms: int, trim: Trim, seal: Seal | None = None) -> tuple[int, Outcome] | None:
+    """Steps 1 and 2 once: (entries added, what became of the chunk), or ``None`` when the
     WATCH was lost. Raises what Redis refused. ``MULTI`` ends step 1, so that a refused
     ``MULTI`` (an ACL rule without it) is seen before any ``XADD`` is sent."""
     head = [command("TYPE", stream)]
@@ -151,10 +163,12 @@ def _once(conn: Any, stream: str, xadds: bytes, count: int, marker: str | None, 
     kind_at = 0
     if marker is not None:
         kind_at = 3 if seal is not None else 2
-        if int(replies[1]) == 1 or (seal is not None and sealed(replies[2], seal[1])):
+        outcome = WRITTEN if int(replies[1]) == 1 else \
+            SEALED if seal is not None and _sealed(replies[2], seal[1]) else ADDED
+        if outcome != ADDED:
             conn.send_packed_command([_DISCARD])  # also drops the WATCH
             _read(conn)
-            return 0, True
+            return 0, outcome
     kind = text(replies[kind_at])
     if kind not in ("stream", "none"):
         # Checked here because EXEC has no rollback: a failed XADD would not stop the SADD.
@@ -188,19 +202,19 @@ def _once(conn: Any, stream: str, xadds: bytes, count: int, marker: str | None, 
             conn.send_packed_command([command("SREM", marker, member)])
             _read(conn)
         raise failed[0]
-    return count, False
+    return count, ADDED
 
 
 def add_chunk(r: Redis, stream: str, xadds: bytes, count: int, marker: str | None,
               member: str, ttl_ms: int, trim: Trim = NO_TRIM, seal: Seal | None = None
-              ) -> tuple[int, bool]:
+              ) -> tuple[int, Outcome]:
     """Add ``count`` entries (``xadds``: that many ``XADD stream * ...`` in RESP) to
     ``stream`` and, when ``marker`` is given, ``member`` to the set ``marker`` (in the
     stream's slot), atomically, unless ``member`` is already there or ``seal`` (its key, in
     the stream's slot too, and the chunk's batch) says the batch is over; then trim.
 
-    Returns (entries added, whether the marker said the chunk was already written or the
-    seal that its batch is over). Connection
+    Returns (entries added, :data:`ADDED`; or 0 and :data:`WRITTEN` when the marker says the
+    chunk was written, :data:`SEALED` when the seal says its batch is over). Connection
     errors are retried through the client's ``Retry`` (on a cluster, see the module's
     docstring): with a marker that is safe, as a retry first looks for the marker; without one
     (``idempotent=false``) a retry after a connection lost during ``EXEC`` can add the chunk
@@ -208,7 +222,7 @@ def add_chunk(r: Redis, stream: str, xadds: bytes, count: int, marker: str | Non
     user that may not run ``TRANSACTION_COMMANDS`` gets a :class:`ConfigError` naming them.
     """
 
-    def attempt(conn: Any) -> tuple[int, bool]:
+    def attempt(conn: Any) -> tuple[int, Outcome]:
         for _ in range(WATCH_ROUNDS):
             done = _once(conn, stream, xadds, count, marker, member, ttl_ms, trim, seal)
             if done is not None:
@@ -299,16 +313,15 @@ _checked: set[tuple[ConnectionSpec, str | None]] = set()
 
 def write_chunk(spec: ConnectionSpec, stream: str, xadds: bytes, count: int,
                 marker: str, member: str | None, ttl_ms: int, trim: Trim,
-                seal: Seal | None = None) -> tuple[int, int]:
+                seal: Seal | None = None) -> tuple[int, Outcome]:
     """One sink chunk (executor side): :func:`add_chunk` on this process's client for
-    ``spec``. ``member`` ``None``: no idempotency marker (nor seal). Returns (entries added,
-    chunks found already written or sealed); redis-py errors come out as
+    ``spec``. ``member`` ``None``: no idempotency marker (nor seal). Returns what
+    :func:`add_chunk` does; redis-py errors come out as
     :class:`~spark_eventbus.errors.EventBusError`.
     """
     if trim.acked_only:
         check_acked_trim(spec, stream)
     with redis_errors(f"writing {count} entries to stream {stream!r}", spec):
-        added, skipped = add_chunk(client(spec), stream, xadds, count,
-                                   marker if member is not None else None, member or "",
-                                   ttl_ms, trim, seal if member is not None else None)
-    return added, int(skipped)
+        return add_chunk(client(spec), stream, xadds, count,
+                         marker if member is not None else None, member or "", ttl_ms, trim,
+                         seal if member is not None else None)

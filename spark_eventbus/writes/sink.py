@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,8 @@ from ..errors import ConfigError, EventBusError, UnwritableRowError
 from ..options.writer import SinkOptions
 from ..redisio import (
     NO_TRIM,
+    SEALED,
+    WRITTEN,
     Barrier,
     Trim,
     check_acked_trim,
@@ -88,6 +90,7 @@ class SinkCommitMessage(WriterCommitMessage):
     dead_lettered: int
     reasons: tuple[tuple[str, int], ...]  # rules broken by dead-lettered rows, and counts
     markers: tuple[str, ...]
+    sealed_chunks: int = 0  # chunks whose batch was sealed: written and committed already
     # (query, batch) is this write's alone (a streaming query's id, a one-off write's), so its
     # batches can be sealed; not so for writeId + batchId under Spark Connect
     fenced: bool = True
@@ -133,25 +136,41 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
     # The chunks of each stream (written now or by an earlier attempt): what the replication
     # barrier checks on the primary it reaches (waitReplicas)
     members: dict[str, list[str]] = {}
-    replayed = rows = dead = 0
+    # Streams whose seal covers this batch: their further chunks are skipped without asking
+    sealed: set[str] = set()
+    replayed = closed = rows = dead = 0
     trim = Trim(opts.max_len, opts.min_id, opts.min_age_ms, opts.trim_approximate,
                 opts.trim_acked_only)
     extra = _dlq_extra(query, batch, partition)
 
     def flush(chunk: WriteChunk) -> None:
-        nonlocal replayed
+        nonlocal replayed, closed
+        written[chunk.stream] += 0
+        if chunk.stream in sealed:
+            closed += 1
+            return
         key = sink_marker_key(chunk.stream, query, batch, partition)
         member = f"{partition}:{chunk.index}" if opts.idempotent else None
         seal = (sink_seal_key(chunk.stream, query), int(batch)) if fenced else None
         chunk_trim = NO_TRIM if chunk.stream == dlq else trim
-        added, skipped = write_chunk(spec, chunk.stream, xadd_commands(chunk), chunk.rows, key,
+        added, outcome = write_chunk(spec, chunk.stream, xadd_commands(chunk), chunk.rows, key,
                                      member, MARKER_TTL_MS, chunk_trim, seal)
+        if outcome == SEALED:
+            log.warning(
+                "spark-eventbus sink: batch %s of query %s is sealed on stream %r: it was "
+                "written and committed already, so this attempt adds nothing to that stream "
+                "(a late attempt of a failed or speculative task, or a query restarted from a "
+                "checkpoint rolled back by hand; a new checkpoint writes afresh)",
+                batch, query, chunk.stream)
+            sealed.add(chunk.stream)
+            closed += 1
+            return
         if opts.idempotent:
             markers.add(key)
         if member is not None:
             members.setdefault(chunk.stream, []).append(member)
         written[chunk.stream] += added
-        replayed += skipped
+        replayed += int(outcome == WRITTEN)
 
     for rb in batches:
         enc = encode_batch(plan, rb, default_stream=opts.stream,
@@ -177,7 +196,7 @@ def write_partition(opts: SinkOptions, plan: EncodingPlan, query: str, batch: st
                     f"writing batch {batch} partition {partition}")
     return SinkCommitMessage(query, batch, partition, rows, tuple(sorted(written.items())),
                              replayed, dead, tuple(sorted(reasons.items())),
-                             tuple(sorted(markers)), fenced)
+                             tuple(sorted(markers)), closed, fenced)
 
 
 def _barrier(marker: str, ids: list[str]) -> Barrier:
@@ -198,8 +217,11 @@ def _summary(msgs: list[SinkCommitMessage], what: str) -> None:
         reasons.update(dict(m.reasons))
     dead = sum(m.dead_lettered for m in msgs)
     replayed = sum(m.replayed_chunks for m in msgs)
-    log.info("spark-eventbus sink: %s wrote %s%s", what, dict(written) or "nothing",
-             f"; {replayed} chunk(s) were already written (replay)" if replayed else "")
+    closed = sum(m.sealed_chunks for m in msgs)
+    log.info("spark-eventbus sink: %s wrote %s%s%s", what, dict(written) or "nothing",
+             f"; {replayed} chunk(s) were already written (replay)" if replayed else "",
+             f"; {closed} chunk(s) of a batch sealed as written and committed" if closed
+             else "")
     if dead:
         log.warning("spark-eventbus sink: %s dead-lettered %d row(s): %s", what, dead,
                     dict(reasons))
@@ -227,12 +249,15 @@ class _SinkBase:
         self.plan = plan
 
     def _commit_markers(self, query: str, batch: int, msgs: list[SinkCommitMessage]) -> None:
-        """Record batch ``batch``'s marker keys and delete those of older batches.
+        """Record batch ``batch``'s marker keys, seal the older batches and delete their
+        markers.
 
         The caller runs after batch ``batch`` of ``query`` is written; Spark (and foreachBatch)
         starts a batch only after every older one is in the checkpoint's commit log, so older
-        batches are never replayed again and their markers can go. This batch's stay until
-        the next commit: a crash before Spark logs this commit replays it.
+        batches are never replayed again and their markers can go — once their seal is up, for
+        a late attempt of one of their tasks. This batch's stay until the next commit: a crash
+        before Spark logs this commit replays it. (Not sealed when ``msgs`` say their query is
+        not this write's alone: ``writeId`` + ``batchId`` under Spark Connect.)
         """
         markers = sorted({k for m in msgs for k in m.markers})
         spec = self.opts.connection
@@ -249,33 +274,32 @@ class _SinkBase:
             self._try(lambda: forget_batches(spec, reg, older))  # else pruned at next commit
 
     def _retire_markers(self, keys: list[str], seal_ttl_ms: int | None,
-                        also: dict[str, int] | None = None) -> bool:
+                        also: Mapping[str, int] | None = None) -> bool:
         """Delete the marker ``keys``; first, unless ``seal_ttl_ms`` is ``None``, raise the
         seal of each one's (stream, query) to its batch (and the seals in ``also``), with that
         TTL. A seal that cannot be raised keeps the markers (they expire on their own)."""
-        seals = dict(also or {})
-        if seal_ttl_ms is not None:
-            for key in keys:
-                seal, batch = sink_seal_of_marker(key)
-                seals[seal] = max(seals.get(seal, batch), batch)
         spec = self.opts.connection
 
         def retire() -> None:
             if seal_ttl_ms is not None:
+                seals = dict(also or {})
+                for key in keys:
+                    seal, batch = sink_seal_of_marker(key)
+                    seals[seal] = max(seals.get(seal, batch), batch)
                 seal_batches(spec, seals, seal_ttl_ms)
             delete_keys(spec, keys)
 
         return self._try(retire)
 
     def _try(self, op: Callable[[], None]) -> bool:
-        """Pruning after a commit: the batch is committed whatever happens here; markers left
-        behind expire on their own (MARKER_TTL_MS)."""
+        """Sealing and pruning after a commit: the batch is committed whatever happens here;
+        markers left behind expire on their own (MARKER_TTL_MS)."""
         try:
             op()
             return True
-        except EventBusError as exc:
-            log.warning("spark-eventbus sink: could not prune idempotency markers (%s); they "
-                        "expire within 7 days.", exc)
+        except (EventBusError, ValueError) as exc:  # ValueError: a marker key of no batch
+            log.warning("spark-eventbus sink: could not seal finished batches and prune their "
+                        "idempotency markers (%s); the markers expire within 7 days.", exc)
             return False
 
 
@@ -350,12 +374,15 @@ class EventBusBatchWriter(_SinkBase, DataSourceArrowWriter):
             self._end(msgs)
 
     def _end(self, msgs: list[SinkCommitMessage]) -> None:
-        """A one-off write is over: seal it — on the streams its finished tasks wrote and on the
-        ``stream`` option's, which a failed task's late attempt writes to — and delete its
-        markers."""
+        """A one-off write is over: seal it — on the streams its finished tasks wrote and on
+        the ``stream`` and ``deadLetterStream`` options', which a failed task's late attempt
+        writes to — and delete its markers. (A late attempt of a task that failed before
+        reporting, writing to a stream a ``stream`` column named and no finished task did,
+        finds no seal there.)"""
         if not self.opts.idempotent:
             return
-        also = {sink_seal_key(self.opts.stream, self.write_id): 0} if self.opts.stream else {}
+        also = {sink_seal_key(s, self.write_id): 0
+                for s in (self.opts.stream, self.opts.dead_letter_stream) if s}
         self._retire_markers(sorted({k for m in msgs for k in m.markers}),
                              ONE_OFF_SEAL_TTL_MS, also)
 

@@ -357,4 +357,3 @@ def test_a_user_who_may_not_load_scripts_is_told_the_rule_not_that_lua_is_missin
     assert "may not load" in text and "eventbus acl-rule --role streaming-reader" in text, text
     assert "no Lua engine" not in text and "pw@" not in text
     assert r.xinfo_groups(stream) == []
-

@@ -249,13 +249,20 @@ def test_a_late_attempt_of_a_committed_or_aborted_write_adds_nothing(redis_serve
     writer.commit(list(msgs))
     assert r.xlen(target) == 6000 and _sink_keys(r, target) == []
     late = write_partition(opts, plan, query, "0", 0, _writer_rows(0, 3000))
-    assert late.written == ((target, 0),) and late.replayed_chunks == 3
+    assert late.written == ((target, 0),) and late.replayed_chunks == 0
+    assert late.sealed_chunks == 3 and late.markers == ()
     assert r.xlen(target) == 6000  # nothing added twice
     # An aborted write: partition 1 failed; its late attempt (and partition 0's) add nothing
-    # once the abort has returned.
+    # once the abort has returned. Its dead-letter stream is sealed too (nothing went there).
+    from spark_eventbus.core.keys import sink_seal_key
+    from spark_eventbus.options.writer import parse_sink_options
+
+    opts = parse_sink_options({"url": redis_server.url, "stream": target, "chunkSize": "1000",
+                               "deadLetterStream": names["dlq"]})
     aborted = EventBusBatchWriter(opts, plan)
     done = write_partition(opts, plan, aborted.write_id, "0", 0, _writer_rows(0, 2000))
     aborted.abort([done, None])
+    assert r.get(sink_seal_key(names["dlq"], aborted.write_id)) == b"0"
     assert r.xlen(target) == 8000
     for p in (0, 1):
         write_partition(opts, plan, aborted.write_id, "0", p, _writer_rows(0, 2000))
@@ -280,7 +287,7 @@ def test_a_late_attempt_of_a_pruned_streaming_batch_adds_nothing(redis_server, n
     for batch in range(3):  # late attempts of pruned batches; batch 2 replayed
         late = write_partition(opts, plan, query, str(batch), 0,
                                _writer_rows(batch * 1000, 1000))
-        assert late.replayed_chunks == 1, batch
+        assert (late.sealed_chunks, late.replayed_chunks) == ((1, 0) if batch < 2 else (0, 1))
     assert r.xlen(target) == 3000
     nxt = write_partition(opts, plan, query, "3", 0, _writer_rows(3000, 1000))
     assert nxt.written == ((target, 1000),) and r.xlen(target) == 4000

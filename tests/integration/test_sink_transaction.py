@@ -13,7 +13,15 @@ import pytest
 import redis
 
 from spark_eventbus.core.keys import key_slot, sink_marker_key, sink_seal_key
-from spark_eventbus.redisio import ConnectionSpec, Trim, add_chunk, new_client
+from spark_eventbus.redisio import (
+    ADDED,
+    SEALED,
+    WRITTEN,
+    ConnectionSpec,
+    Trim,
+    add_chunk,
+    new_client,
+)
 from spark_eventbus.redisio.produce import _once
 from spark_eventbus.writes.chunking import WriteChunk, xadd_commands
 from spark_eventbus.writes.encoding import Run
@@ -38,12 +46,12 @@ def test_a_chunk_is_added_once_per_marker(redis_server, names):
     stream = names["stream"]
     marker = sink_marker_key(stream, "q", "0", 0)
     chunk = _chunk(stream, 0, 500)
-    assert add_chunk(r, stream, xadd_commands(chunk), 500, marker, "0:0", 60_000) == (500, False)
-    assert add_chunk(r, stream, xadd_commands(chunk), 500, marker, "0:0", 60_000) == (0, True)
+    assert add_chunk(r, stream, xadd_commands(chunk), 500, marker, "0:0", 60_000) == (500, ADDED)
+    assert add_chunk(r, stream, xadd_commands(chunk), 500, marker, "0:0", 60_000) == (0, WRITTEN)
     assert _numbers(r, stream) == Counter(str(i) for i in range(500))
     assert r.smembers(marker) == {b"0:0"} and 0 < r.pttl(marker) <= 60_000
     # Without a marker (idempotent=false) every call adds.
-    assert add_chunk(r, stream, xadd_commands(chunk), 500, None, "0:0", 60_000) == (500, False)
+    assert add_chunk(r, stream, xadd_commands(chunk), 500, None, "0:0", 60_000) == (500, ADDED)
     assert r.xlen(stream) == 1000
     assert r.execute_command("CLIENT", "LIST").count(b"flags=x") == 0  # no MULTI left open
 
@@ -73,10 +81,10 @@ def test_an_attempt_that_writes_the_chunk_between_the_check_and_the_exec_wins(re
     try:
         attempt = Interleaved()
         assert _once(attempt, stream, packed, 300, marker, "1:0", 60_000, Trim()) is None
-        assert _once(attempt, stream, packed, 300, marker, "1:0", 60_000, Trim()) == (0, True)
+        assert _once(attempt, stream, packed, 300, marker, "1:0", 60_000, Trim()) == (0, WRITTEN)
     finally:
         r.connection_pool.release(conn)
-    assert raced == [(300, False)]
+    assert raced == [(300, ADDED)]
     assert _numbers(r, stream) == Counter(str(i) for i in range(300))  # each once
 
 
@@ -92,7 +100,7 @@ def test_a_seal_raised_between_the_check_and_the_exec_stops_the_chunk(redis_serv
     packed = xadd_commands(_chunk(stream, 0, 200))
     r.set(seal_key, "3")
     assert add_chunk(r, stream, packed, 200, marker, "0:0", 60_000, seal=(seal_key, 4)) == \
-        (200, False)
+        (200, ADDED)
     conn = r.connection_pool.get_connection()
     late = sink_marker_key(stream, "q", "5", 0)
 
@@ -110,7 +118,7 @@ def test_a_seal_raised_between_the_check_and_the_exec_stops_the_chunk(redis_serv
         seal = (seal_key, 5)
         assert _once(attempt, stream, packed, 200, late, "0:0", 60_000, Trim(), seal) is None
         assert _once(attempt, stream, packed, 200, late, "0:0", 60_000, Trim(), seal) == \
-            (0, True)
+            (0, SEALED)
     finally:
         r.connection_pool.release(conn)
     assert r.xlen(stream) == 200 and r.exists(late) == 0
@@ -128,7 +136,7 @@ def test_a_key_that_is_no_stream_is_refused_and_nothing_is_marked(redis_server, 
     # The connection went back to the pool clean: the next chunk elsewhere works.
     ok = names["stream"] + ":ok"
     assert add_chunk(r, ok, xadd_commands(_chunk(ok, 0, 10)), 10, marker, "0:0",
-                     60_000) == (10, False)
+                     60_000) == (10, ADDED)
 
 
 def test_trimming_in_the_transaction(redis_server, names):
@@ -164,10 +172,10 @@ def test_on_a_cluster_a_moved_slot_is_followed_and_the_chunk_written_once(redis_
     chunk = _chunk(stream, 0, 50)
     moved_before = rejected_calls(owner, "watch")
     assert add_chunk(stale, stream, xadd_commands(chunk), 50, marker, "0:0", 60_000) == (
-        50, False)
+        50, ADDED)
     assert rejected_calls(owner, "watch") > moved_before  # the old owner did answer MOVED
     assert add_chunk(stale, stream, xadd_commands(chunk), 50, marker, "0:0", 60_000) == (
-        0, True)
+        0, WRITTEN)
     r = redis_cluster.client()
     assert _numbers(r, stream) == Counter(str(i) for i in range(50))
     stale.close()
@@ -237,5 +245,5 @@ def test_a_chunk_whose_trim_fails_keeps_its_marker_so_a_retry_adds_nothing(redis
                   bad)
     assert r.xlen(stream) == 10 and r.sismember(marker, "0:0")
     assert add_chunk(r, stream, xadd_commands(_chunk(stream, 0, 10)), 10, marker, "0:0",
-                     60_000, bad) == (0, True)
+                     60_000, bad) == (0, WRITTEN)
     assert r.xlen(stream) == 10
