@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from ..core.connection import ConnectionSpec
 from .boundary import redis_errors
 from .client import client
+from .produce import sealed_batch
 from .streams import text
 from .wire import pipeline, raise_first
 
@@ -43,16 +44,8 @@ def seal_batches(spec: ConnectionSpec, seals: Mapping[str, int], ttl_ms: int) ->
         r = client(spec)
         keys = sorted(seals)
         now = raise_first(pipeline(r, [("GET", k) for k in keys]))
-        raise_first(pipeline(r, [("SET", k, str(max(seals[k], _batch(v))), "PX", ttl_ms)
+        raise_first(pipeline(r, [("SET", k, str(max(seals[k], sealed_batch(v))), "PX", ttl_ms)
                                  for k, v in zip(keys, now, strict=True)]))
-
-
-def _batch(value: bytes | None) -> int:
-    """The batch a seal holds; -1 for none (or a value that is no batch, written by hand)."""
-    try:
-        return int(value) if value is not None else -1
-    except ValueError:
-        return -1
 
 
 def delete_keys(spec: ConnectionSpec, keys: Sequence[str]) -> None:

@@ -90,13 +90,14 @@ WRITTEN: Outcome = "written"
 SEALED: Outcome = "sealed"
 
 
-def _sealed(value: bytes | str | None, batch: int) -> bool:
-    """Whether a seal holding ``value`` (``GET``; ``None``: no seal) closes ``batch``. A value
-    that is no batch number (written by hand) seals nothing: the chunk goes by its marker."""
+def sealed_batch(value: bytes | str | None) -> int:
+    """The batch a seal holds (its ``GET``): -1 for none, and for a value that is no batch
+    number (written by hand), which seals nothing (a chunk goes by its marker) and which the
+    driver's next seal overwrites."""
     try:
-        return value is not None and int(value) >= batch
+        return int(value) if value is not None else -1
     except ValueError:
-        return False
+        return -1
 
 
 class _NotPermitted(redis.ResponseError):
@@ -164,7 +165,7 @@ def _once(conn: Any, stream: str, xadds: bytes, count: int, marker: str | None, 
     if marker is not None:
         kind_at = 3 if seal is not None else 2
         outcome = WRITTEN if int(replies[1]) == 1 else \
-            SEALED if seal is not None and _sealed(replies[2], seal[1]) else ADDED
+            SEALED if seal is not None and sealed_batch(replies[2]) >= seal[1] else ADDED
         if outcome != ADDED:
             conn.send_packed_command([_DISCARD])  # also drops the WATCH
             _read(conn)
